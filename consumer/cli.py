@@ -1,0 +1,45 @@
+"""The `newsdedup` command line: a thin dispatcher over the modules in `consumer.commands`.
+
+Each command module owns its arguments and its work, so adding a command touches one file
+and one line here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from consumer import __version__
+
+# Order is the order shown in --help.
+COMMAND_MODULES = (
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="newsdedup",
+        description="Streaming near-duplicate detection for news feeds on Kafka.",
+    )
+    parser.add_argument("--version", action="version", version=f"newsdedup {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"consumer.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # A reader such as `head` closed the pipe: not an error for a CLI.
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `newsdedup` subcommand; each exposes `register(subparsers)`."""
