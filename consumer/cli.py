@@ -11,9 +11,12 @@ import importlib
 import sys
 
 from consumer import __version__
+from consumer.errors import NewsdedupError
+from indexstore.errors import IndexStoreError
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
+    "bench",
 )
 
 
@@ -33,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except (NewsdedupError, IndexStoreError) as e:
+        print(f"newsdedup: error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

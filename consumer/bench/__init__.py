@@ -1,0 +1,1 @@
+"""Benchmarks behind `newsdedup bench`; each module exposes `register(subparsers)`."""

@@ -1,0 +1,49 @@
+"""Reading article corpora: JSON Lines files, gzip'd or not, or standard input."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from consumer.errors import InputError
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """Open `path` for reading UTF-8 text; `-` is stdin and `.gz` is decompressed."""
+    if str(path) == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    if p.suffix == ".gz":
+        return gzip.open(p, "rt", encoding="utf-8")
+    return p.open("r", encoding="utf-8")
+
+
+def iter_jsonl(path: str | Path, limit: int | None = None) -> Iterator[dict]:
+    """Yield one dict per non-empty line; a malformed line stops with its line number."""
+    with open_text(path) as f:
+        n = 0
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{path}:{lineno}: not a JSON line ({e.msg})") from None
+            if not isinstance(record, dict):
+                raise InputError(f"{path}:{lineno}: expected a JSON object")
+            yield record
+            n += 1
+            if limit is not None and n >= limit:
+                return
+
+
+def shared_data_dir() -> Path:
+    """`../shared/data` beside the repository: the real corpora used by tests and benchmarks."""
+    return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
