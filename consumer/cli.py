@@ -17,6 +17,7 @@ from indexstore.errors import IndexStoreError
 # Order is the order shown in --help.
 COMMAND_MODULES = (
     "bench",
+    "eval",
 )
 
 

@@ -1,0 +1,3 @@
+"""Accuracy evaluation (`newsdedup eval`): a feed with known near-duplicates, the baselines,
+and precision/recall of newsdedup's decisions measured through its `check` command.
+"""

@@ -1,0 +1,80 @@
+"""Runs newsdedup itself on the feed, through its public `check` command only.
+
+The contract used (DESIGN.md): `check IN.jsonl -o OUT.jsonl --state DIR [--config FILE]` writes
+one decision JSON line per input line, in input order, with at least `id`, `decision` and
+`matched_id`. Going through the command keeps the evaluation independent of the internals and
+measures what a user gets, start-up included.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from consumer.evaluation.feed import Article
+from consumer.evaluation.runs import Decision, Run, Verdict
+
+# Tests replace this with a stand-in script that honours the same contract.
+CHECK_COMMAND: tuple[str, ...] = (sys.executable, "-m", "consumer.cli", "check")
+
+
+class ContractError(Exception):
+    """The check command's output does not follow the decision contract."""
+
+
+def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[Decision, ...]:
+    """Decisions in feed order, checked against the contract line by line."""
+    if len(lines) != len(articles):
+        raise ContractError(f"{len(lines)} decision lines for {len(articles)} input articles")
+    decisions = []
+    for n, (line, article) in enumerate(zip(lines, articles, strict=True), 1):
+        try:
+            record = json.loads(line)
+            verdict = Verdict(record["decision"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise ContractError(f"decision line {n}: {e!r}") from None
+        if record.get("id") != article.id:
+            raise ContractError(
+                f"decision line {n} is for {record.get('id')!r}, not {article.id!r}"
+            )
+        matched = record.get("matched_id")
+        if verdict is not Verdict.UNIQUE and not isinstance(matched, str):
+            raise ContractError(f"decision line {n}: {verdict} without a matched_id")
+        decisions.append(
+            Decision(article.id, verdict, matched if isinstance(matched, str) else None)
+        )
+    return tuple(decisions)
+
+
+def run_check(articles: Sequence[Article], config: Path | None = None) -> Run:
+    """newsdedup's decisions on `articles`, from a fresh state directory; never raises for a
+    failing command, so the baselines are still reported: the run carries the error instead."""
+    with tempfile.TemporaryDirectory(prefix="newsdedup-eval-") as tmp:
+        feed_path, out_path, state = (
+            Path(tmp, "feed.jsonl"),
+            Path(tmp, "out.jsonl"),
+            Path(tmp, "state"),
+        )
+        with feed_path.open("w", encoding="utf-8") as f:
+            for article in articles:
+                f.write(json.dumps(article.to_message(), ensure_ascii=False) + "\n")
+        command = [*CHECK_COMMAND, str(feed_path), "-o", str(out_path), "--state", str(state)]
+        if config is not None:
+            command += ["--config", str(config)]
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        seconds = time.perf_counter() - started
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            return Run("newsdedup", (), seconds, f"check exited {done.returncode}: {tail}")
+        try:
+            lines = out_path.read_text(encoding="utf-8").splitlines()
+            decisions = parse_decisions([ln for ln in lines if ln.strip()], articles)
+        except (OSError, ContractError) as e:
+            return Run("newsdedup", (), seconds, f"check output unusable: {e}")
+    return Run("newsdedup", decisions, seconds)

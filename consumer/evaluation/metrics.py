@@ -1,0 +1,93 @@
+"""Precision, recall and F1 exactly as issue 6 defines them, recall per kind of pair.
+
+* Precision: articles decided `duplicate`/`near_duplicate` whose matched article has Jaccard
+  ≥ 0.5 with them, over all articles so decided.
+* Recall: true pairs (earlier, later) whose later article is decided a duplicate of *some*
+  article with Jaccard ≥ 0.5 to it (not necessarily `earlier`: matching an equally good copy
+  is right), over all true pairs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from consumer.evaluation.feed import TruePair
+from consumer.evaluation.runs import Run
+from consumer.evaluation.truth import MATCH_JACCARD
+
+Similarity = Callable[[str, str], float]
+
+
+@dataclass(frozen=True, slots=True)
+class KindRecall:
+    pairs: int
+    found: int
+
+    @property
+    def recall(self) -> float | None:
+        return self.found / self.pairs if self.pairs else None
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    system: str
+    articles: int
+    seconds: float
+    flagged: int  # decided duplicate or near_duplicate
+    correct: int  # … with a matched article of Jaccard ≥ 0.5
+    pairs: int
+    found: int
+    by_kind: dict[str, KindRecall]
+    error: str | None = None
+
+    @property
+    def precision(self) -> float | None:
+        # No flagged article: precision is undefined, not perfect; reports show "n/a".
+        return self.correct / self.flagged if self.flagged else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.found / self.pairs if self.pairs else None
+
+    @property
+    def f1(self) -> float | None:
+        p, r = self.precision, self.recall
+        if p is None or r is None or p + r == 0:
+            return None
+        return 2 * p * r / (p + r)
+
+    @property
+    def articles_per_second(self) -> float | None:
+        return self.articles / self.seconds if self.seconds > 0 and not self.error else None
+
+
+def score(run: Run, pairs: Sequence[TruePair], similarity: Similarity) -> Scores:
+    """Scores of one system's run against the true pairs, judged by `similarity` (Jaccard)."""
+    if run.error is not None:
+        return Scores(run.system, 0, run.seconds, 0, 0, len(pairs), 0, {}, run.error)
+    good: dict[str, bool] = {}  # article id → flagged with a correct match
+    flagged = 0
+    for d in run.decisions:
+        if d.flagged:
+            flagged += 1
+            good[d.id] = (
+                d.matched_id is not None and similarity(d.id, d.matched_id) >= MATCH_JACCARD
+            )
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for pair in pairs:
+        t = totals[pair.kind]
+        t[0] += 1
+        t[1] += good.get(pair.later, False)
+    by_kind = {kind: KindRecall(n, f) for kind, (n, f) in sorted(totals.items())}
+    return Scores(
+        system=run.system,
+        articles=len(run.decisions),
+        seconds=run.seconds,
+        flagged=flagged,
+        correct=sum(good.values()),
+        pairs=len(pairs),
+        found=sum(k.found for k in by_kind.values()),
+        by_kind=by_kind,
+    )

@@ -1,0 +1,140 @@
+"""Presenting an evaluation: a text table, a JSON document and a precision/recall plot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from consumer.evaluation.metrics import Scores
+
+
+@dataclass(frozen=True, slots=True)
+class FeedSummary:
+    data: str
+    corpus_articles: int
+    edited_copies: int
+    undated_skipped: int
+    corpus_pairs: int
+    edit_pairs: int
+    silver_pairs_checked: int
+    seed: int
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
+    """The side-by-side comparison, then recall per kind of pair, for a terminal."""
+    lines = [
+        f"data: {feed.data}",
+        f"feed: {feed.corpus_articles:,} corpus articles + {feed.edited_copies:,} edited copies"
+        f" (seed {feed.seed}); {feed.undated_skipped:,} undated articles skipped",
+        f"true pairs: {feed.corpus_pairs:,} in the corpus (Jaccard ≥ 0.8, exact, of "
+        f"{feed.silver_pairs_checked:,} silver candidates) + {feed.edit_pairs:,} edited copies",
+        "",
+        f"{'system':<10} {'precision':>9} {'recall':>7} {'F1':>6} {'flagged':>8} "
+        f"{'wrong':>6} {'missed':>7} {'art/s':>8} {'seconds':>8}",
+    ]
+    for s in scores:
+        if s.error:
+            lines.append(f"{s.system:<10} failed: {s.error}")
+            continue
+        lines.append(
+            f"{s.system:<10} {_fmt(s.precision):>9} {_fmt(s.recall):>7} {_fmt(s.f1):>6} "
+            f"{s.flagged:>8,} {s.flagged - s.correct:>6,} {s.pairs - s.found:>7,} "
+            f"{_rate(s.articles_per_second):>8} {s.seconds:>8.1f}"
+        )
+    ok = [s for s in scores if not s.error]
+    kinds = sorted({k for s in ok for k in s.by_kind})
+    if kinds:
+        lines += ["", "recall by kind of pair:", f"{'kind':<20} {'pairs':>6} " + " ".join(
+            f"{s.system:>10}" for s in ok
+        )]  # fmt: skip
+        for kind in kinds:
+            n = max(s.by_kind[kind].pairs for s in ok if kind in s.by_kind)
+            cells = " ".join(
+                f"{_fmt(s.by_kind[kind].recall if kind in s.by_kind else None):>10}" for s in ok
+            )
+            lines.append(f"{kind:<20} {n:>6,} {cells}")
+    return "\n".join(lines)
+
+
+def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
+    """Everything in the text report, as numbers (for tracking and for BENCHMARKS.md)."""
+    return {
+        "feed": {
+            "data": feed.data,
+            "corpus_articles": feed.corpus_articles,
+            "edited_copies": feed.edited_copies,
+            "undated_skipped": feed.undated_skipped,
+            "corpus_pairs": feed.corpus_pairs,
+            "edit_pairs": feed.edit_pairs,
+            "silver_pairs_checked": feed.silver_pairs_checked,
+            "seed": feed.seed,
+        },
+        "systems": [
+            {
+                "system": s.system,
+                "error": s.error,
+                "precision": s.precision,
+                "recall": s.recall,
+                "f1": s.f1,
+                "flagged": s.flagged,
+                "wrongly_flagged": s.flagged - s.correct,
+                "pairs": s.pairs,
+                "missed": s.pairs - s.found,
+                "articles": s.articles,
+                "seconds": round(s.seconds, 3),
+                "articles_per_second": s.articles_per_second,
+                "recall_by_kind": {
+                    k: {"pairs": v.pairs, "found": v.found, "recall": v.recall}
+                    for k, v in s.by_kind.items()
+                },
+            }
+            for s in scores
+        ],
+    }
+
+
+def plot(feed: FeedSummary, scores: Sequence[Scores], path: str | Path) -> None:
+    """Precision against recall per system (left) and recall per kind of pair (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and in CI
+    import matplotlib.pyplot as plt
+
+    ok = [s for s in scores if not s.error and s.precision is not None and s.recall is not None]
+    kinds = sorted({k for s in ok for k in s.by_kind})
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 2]}, layout="constrained"
+    )
+    for s in ok:
+        left.scatter(s.recall, s.precision, s=60)
+        left.annotate(s.system, (s.recall, s.precision), textcoords="offset points", xytext=(6, 4))
+    low = min([0.5] + [v for s in ok for v in (s.precision, s.recall) if v is not None])
+    left.set(xlim=(low - 0.02, 1.01), ylim=(low - 0.02, 1.01), xlabel="recall", ylabel="precision")
+    left.set_title("precision / recall")
+    left.grid(alpha=0.3)
+    width = 0.8 / max(len(ok), 1)
+    for i, s in enumerate(ok):
+        values = [
+            (s.by_kind[k].recall or 0.0) if k in s.by_kind else 0.0 for k in kinds
+        ]  # fmt: skip
+        right.bar([x + i * width for x in range(len(kinds))], values, width, label=s.system)
+    right.set_xticks([x + width * (len(ok) - 1) / 2 for x in range(len(kinds))], kinds)
+    right.tick_params(axis="x", rotation=45)
+    right.set(ylim=(0, 1.05), ylabel="recall")
+    right.set_title("recall by kind of pair")
+    right.legend(loc="lower left")
+    fig.suptitle(
+        f"{Path(feed.data).name}: {feed.corpus_articles:,} articles + "
+        f"{feed.edited_copies:,} edited copies"
+    )
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
