@@ -25,6 +25,16 @@ def open_text(path: str | Path) -> IO[str]:
     return p.open("r", encoding="utf-8")
 
 
+def open_bytes(path: str | Path) -> IO[bytes]:
+    """Like `open_text`, but raw bytes: for callers that must see invalid UTF-8 as it is."""
+    if str(path) == "-":
+        return sys.stdin.buffer
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    return gzip.open(p, "rb") if p.suffix == ".gz" else p.open("rb")
+
+
 def iter_jsonl(path: str | Path, limit: int | None = None) -> Iterator[dict]:
     """Yield one dict per non-empty line; a malformed line stops with its line number."""
     with open_text(path) as f:

@@ -1,0 +1,136 @@
+"""The CPU stage: parse and fingerprint messages in a pool of worker processes.
+
+Workers return only what deciding needs (id, event time, fingerprint), never the article text,
+so the pipes between processes carry little more than the input itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from consumer.config import FingerprintConfig, InputConfig
+from consumer.errors import NewsdedupError
+from consumer.fingerprint import Fingerprinter, FingerprintOptions
+from consumer.parsing import Invalid, InvalidReason, parse_article
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Analyzed:
+    """A valid article, reduced to what the deciding stage needs."""
+
+    id: str
+    event_time_ms: int
+    simhash: int
+    content_hash: bytes
+
+
+# (message value, fallback event time in ms: the Kafka timestamp)
+Work = tuple[bytes | None, int]
+
+
+def fingerprint_options(config: FingerprintConfig) -> FingerprintOptions:
+    return FingerprintOptions(
+        engine=config.engine,
+        idf_path=config.idf_path or None,
+        title_weight=config.title_weight,
+        max_terms=config.max_terms or None,
+        max_chars=config.max_chars,
+        convert_traditional=config.convert_traditional,
+    )
+
+
+class _Worker:
+    """Per-process state: the fingerprinter is built once per process, not per message."""
+
+    def __init__(self, input_config: InputConfig, options: FingerprintOptions) -> None:
+        self.input_config = input_config
+        self.fingerprinter = Fingerprinter(options)
+
+    def analyze(self, work: Work) -> Analyzed | Invalid:
+        value, fallback_ms = work
+        try:
+            parsed = parse_article(value, fallback_ms, self.input_config)
+            if isinstance(parsed, Invalid):
+                return parsed
+            fp = self.fingerprinter.fingerprint(parsed.title, parsed.content)
+        except NewsdedupError as e:
+            return Invalid(InvalidReason.EMPTY_TEXT, str(e)[:300])
+        except Exception as e:  # a bug must not stop the feed; the DLQ keeps the message
+            log.exception("analysis failed")
+            return Invalid(InvalidReason.INTERNAL_ERROR, f"{type(e).__name__}: {e}"[:300])
+        return Analyzed(parsed.id, parsed.event_time_ms, fp.simhash, fp.content_hash)
+
+    def analyze_many(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
+        return [self.analyze(w) for w in works]
+
+
+_process_worker: _Worker | None = None
+
+
+def _init_process(input_config: InputConfig, options: FingerprintOptions) -> None:
+    global _process_worker
+    _process_worker = _Worker(input_config, options)
+
+
+def _analyze_chunk(works: Sequence[Work]) -> list[Analyzed | Invalid]:
+    assert _process_worker is not None
+    return _process_worker.analyze_many(works)
+
+
+class Analyzer:
+    """Parses and fingerprints batches, in `workers` processes (0 = one per core) or, with
+    `workers=None`, in this process (tests and tiny inputs)."""
+
+    def __init__(
+        self,
+        input_config: InputConfig,
+        fingerprint_config: FingerprintConfig,
+        workers: int | None = 0,
+    ) -> None:
+        options = fingerprint_options(fingerprint_config)
+        self._inline: _Worker | None = None
+        self._pool = None
+        if workers is None:
+            self._inline = _Worker(input_config, options)
+            self.workers = 0
+            return
+        self.workers = workers or os.cpu_count() or 1
+        # spawn, not fork: the parent holds librdkafka threads and RocksDB handles that a
+        # forked child must not inherit.
+        ctx = multiprocessing.get_context("spawn")
+        self._pool = ctx.Pool(
+            self.workers, initializer=_init_process, initargs=(input_config, options)
+        )
+
+    def analyze(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
+        if self._inline is not None:
+            return self._inline.analyze_many(works)
+        assert self._pool is not None
+        if not works:
+            return []
+        # A few chunks per worker balances uneven article sizes without much pickling overhead.
+        n_chunks = min(len(works), self.workers * 4)
+        size = -(-len(works) // n_chunks)
+        chunks = [works[i : i + size] for i in range(0, len(works), size)]
+        results: list[Analyzed | Invalid] = []
+        for part in self._pool.map(_analyze_chunk, chunks):
+            results.extend(part)
+        return results
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def __enter__(self) -> Analyzer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

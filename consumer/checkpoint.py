@@ -1,0 +1,161 @@
+"""The commit protocol: in what order a batch's effects become durable, in one place.
+
+    1. index batch   — article records, search tables and input positions, one atomic write
+    2. outputs       — decisions and DLQ records delivered (flushed, or inside the transaction)
+    3. input offsets — committed to the group (or sent in the transaction, which then commits)
+
+Why this order: the index is written before anything leaves the process, so an article that
+is re-delivered after a crash at any later point finds its record in the article table and
+re-emits the identical decision; nothing is decided twice differently, and nothing reaches the
+output that the index could forget. Offsets come last, so a crash before them only causes
+re-delivery (at-least-once: the same decision again; exactly-once: the aborted transaction's
+decisions are never visible to read_committed readers, and the retry re-emits them from the
+article table). Writing the index after the outputs would let a crash lose index entries for
+decisions already published: later duplicates of those articles would be missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from consumer.config import KafkaConfig
+from consumer.decisions import Decision
+from consumer.pipeline import DecidedBatch, Rejection
+
+log = logging.getLogger(__name__)
+
+
+class OutputFailed(Exception):
+    """The batch's outputs were not all delivered; the caller rewinds and retries the batch."""
+
+
+class Checkpoint:
+    def __init__(self, consumer: Consumer, producer: Producer, config: KafkaConfig) -> None:
+        self.consumer = consumer
+        self.producer = producer
+        self.config = config
+        self.transactional = config.delivery == "exactly_once"
+        self._delivery_errors: list[KafkaError] = []
+        if self.transactional:
+            producer.init_transactions(60.0)
+
+    def complete(self, decided: DecidedBatch, offsets: Sequence[TopicPartition]) -> None:
+        """Make the batch durable in protocol order; raises OutputFailed when outputs were
+        not delivered (the index write stands: a retry re-emits from it)."""
+        decided.index_batch.commit()  # 1
+        if self.transactional:
+            self._complete_transaction(decided, offsets)
+        else:
+            self._produce(decided)  # 2
+            self._flush()
+            self._commit_offsets(offsets)  # 3
+
+    def _complete_transaction(
+        self, decided: DecidedBatch, offsets: Sequence[TopicPartition]
+    ) -> None:
+        try:
+            self.producer.begin_transaction()
+            self._produce(decided)  # 2
+            self.producer.send_offsets_to_transaction(  # 3
+                list(offsets), self.consumer.consumer_group_metadata(), 30.0
+            )
+            self._commit_transaction()
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if error.fatal():
+                raise
+            log.warning("transaction failed, aborting: %s", error.str())
+            self._abort()
+            raise OutputFailed(error.str()) from None
+        if self._delivery_errors:
+            # Cannot happen after a successful commit, but never lose track of a failure.
+            errors, self._delivery_errors = self._delivery_errors, []
+            raise OutputFailed(errors[0].str())
+
+    def _commit_transaction(self) -> None:
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                self.producer.commit_transaction(30.0)
+                return
+            except KafkaException as e:
+                error: KafkaError = e.args[0]
+                if error.retriable() and time.monotonic() < deadline:
+                    continue
+                raise
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(30.0)
+        except KafkaException as e:
+            if e.args[0].fatal():
+                raise
+            log.warning("abort failed: %s", e.args[0].str())
+        self._delivery_errors.clear()
+
+    def _produce(self, decided: DecidedBatch) -> None:
+        for outcome in decided.outcomes:
+            if isinstance(outcome, Decision):
+                self._send(self.config.output_topic, outcome.id.encode("utf-8"), outcome.to_bytes())
+            else:
+                self._send(
+                    self.config.dlq_topic,
+                    outcome.message.key,
+                    outcome.message.value,
+                    dlq_headers(outcome),
+                )
+
+    def _send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        while True:
+            try:
+                self.producer.produce(
+                    topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+
+    def _on_delivery(self, error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            self._delivery_errors.append(error)
+
+    def _flush(self) -> None:
+        remaining = self.producer.flush(self.config_flush_timeout_s)
+        if remaining or self._delivery_errors:
+            errors, self._delivery_errors = self._delivery_errors, []
+            reason = errors[0].str() if errors else f"{remaining} messages still undelivered"
+            raise OutputFailed(reason)
+
+    # librdkafka retries inside message.timeout.ms (5 min by default); flush waits that long at
+    # most, so a broker outage pauses the loop instead of failing the batch.
+    config_flush_timeout_s = 330.0
+
+    def _commit_offsets(self, offsets: Sequence[TopicPartition]) -> None:
+        try:
+            self.consumer.commit(offsets=list(offsets), asynchronous=False)
+        except KafkaException as e:
+            # The partitions moved to another member during the batch: it will re-deliver,
+            # and the article table answers those articles identically.
+            log.warning("offset commit failed (%s); the new owner re-delivers", e.args[0].str())
+
+
+def dlq_headers(rejection: Rejection) -> list[tuple[str, bytes]]:
+    source = rejection.message.source
+    return [
+        *rejection.message.headers,
+        ("x-error-reason", str(rejection.invalid.reason).encode()),
+        ("x-error-detail", rejection.invalid.detail.encode("utf-8", errors="replace")),
+        ("x-source-topic", source.topic.encode()),
+        ("x-source-partition", str(source.partition).encode()),
+        ("x-source-offset", str(source.offset).encode()),
+    ]

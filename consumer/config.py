@@ -1,0 +1,294 @@
+"""Configuration: built-in defaults, then a TOML file, then NEWSDEDUP_<SECTION>_<KEY> variables.
+
+Every option is a typed field of a frozen dataclass below; `config/newsdedup.toml` documents the
+same defaults (a test keeps the two equal). A bad option stops the start with one line naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from consumer.errors import ConfigError
+
+ENV_PREFIX = "NEWSDEDUP_"
+DELIVERY_MODES = ("at_least_once", "exactly_once")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """'90s', '1h', '72h', '500ms', '2d' → milliseconds; a bare number means seconds."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 30s, 5m, 1h, 3d)")
+    value, unit = float(m.group(1)), m.group(2) or "s"
+    return int(value * _DURATION_UNITS_MS[unit])
+
+
+def parse_size_bytes(text: str) -> int:
+    """'256MiB', '1GiB', '64KiB', '1000000' → bytes."""
+    m = re.match(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$", str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (use e.g. 64KiB, 256MiB, 1GiB)")
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[m.group(2) or "B"]
+    return int(m.group(1)) * scale
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaConfig:
+    bootstrap_servers: str = "127.0.0.1:9092"
+    group_id: str = "newsdedup"
+    input_topic: str = "news.raw"
+    output_topic: str = "news.decisions"
+    dlq_topic: str = "news.dlq"
+    delivery: str = "at_least_once"
+    # Static per instance so a restarted instance fences its own zombie; empty = "<group_id>-0".
+    transactional_id: str = ""
+    batch_max_messages: int = 500
+    batch_max_wait: str = "100ms"
+    # Partitions of the output and DLQ topics when the service creates them; 0 = as many as the
+    # input topic has (keeps per-partition order visible downstream).
+    create_partitions: int = 0
+    # -1 lets the broker choose (default.replication.factor): right for one broker and for many.
+    create_replication_factor: int = -1
+    client: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class InputConfig:
+    """Field names of the feed's JSON messages (upstream feeds differ) and the size limit."""
+
+    id_field: str = "id"
+    title_field: str = "title"
+    content_field: str = "content"
+    url_field: str = "url"
+    source_field: str = "source"
+    lang_field: str = "lang"
+    published_at_field: str = "published_at"
+    max_message_bytes: int = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class IndexConfig:
+    path: str = "./state"
+    max_distance: int = 3
+    segment: str = "1h"
+    retention: str = "72h"
+    future_skew: str = "5m"
+    expected_articles: int = 1_000_000
+    memory: str = "256MiB"
+
+
+@dataclass(frozen=True, slots=True)
+class FingerprintConfig:
+    engine: str = "rjieba"
+    idf_path: str = ""
+    title_weight: float = 2.0
+    max_terms: int = 64
+    max_chars: int = 100_000
+    convert_traditional: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    workers: int = 0  # fingerprinting processes; 0 = one per core
+    expire_interval: str = "60s"
+    stuck_after: str = "60s"  # /healthz fails when the loop has not turned for this long
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    listen: str = "0.0.0.0:9108"
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    level: str = "INFO"
+    format: str = "text"  # or "json"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    input: InputConfig = field(default_factory=InputConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    fingerprint: FingerprintConfig = field(default_factory=FingerprintConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+SECTIONS: dict[str, type] = get_type_hints(Config)
+
+
+def load_config(
+    path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Defaults ← TOML file ← environment; validates every value and names the bad one."""
+    raw: dict[str, dict[str, Any]] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            with p.open("rb") as f:
+                raw = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {p} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {p} is not valid TOML: {e}") from None
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    _merge_environment(raw, os.environ if environ is None else environ)
+    return _build(raw)
+
+
+def _merge_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        section, _, key = rest.partition("_")
+        if section not in SECTIONS or not key:
+            raise ConfigError(
+                f"environment variable {name}: no such section {section!r} "
+                f"(sections: {', '.join(SECTIONS)})"
+            )
+        table = raw.setdefault(section, {})
+        if section == "kafka" and key.startswith("client_"):
+            # librdkafka keys are dotted (sasl.password); variables cannot hold dots.
+            table.setdefault("client", {})[key[len("client_") :].replace("_", ".")] = value
+        else:
+            table[key] = value
+
+
+def _build(raw: dict[str, Any]) -> Config:
+    sections = {}
+    for section, value in raw.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"unknown config section [{section}]{_suggest(section, SECTIONS)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"config [{section}] must be a table")
+        sections[section] = _build_section(section, SECTIONS[section], value)
+    config = Config(**sections)
+    _validate(config)
+    return config
+
+
+def _build_section(section: str, cls: type, values: dict[str, Any]) -> Any:
+    hints = get_type_hints(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key not in hints:
+            raise ConfigError(f"unknown option [{section}] {key}{_suggest(key, hints)}")
+        kwargs[key] = _coerce(f"[{section}] {key}", hints[key], value)
+    return cls(**kwargs)
+
+
+def _coerce(name: str, kind: Any, value: Any) -> Any:
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"option {name} must be true or false, got {value!r}")
+    if kind is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"option {name} must be an integer, got {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"option {name} must be an integer, got {value!r}") from None
+    if kind is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"option {name} must be a number, got {value!r}") from None
+    if kind is str:
+        if isinstance(value, dict | list):
+            raise ConfigError(f"option {name} must be a string, got {value!r}")
+        return str(value)
+    if getattr(kind, "__origin__", None) is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"option {name} must be a table of strings")
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+    raise ConfigError(f"option {name} has an unsupported type")
+
+
+def _validate(config: Config) -> None:
+    def check(ok: bool, message: str) -> None:
+        if not ok:
+            raise ConfigError(message)
+
+    k = config.kafka
+    check(k.delivery in DELIVERY_MODES, f"option [kafka] delivery must be one of {DELIVERY_MODES}")
+    for key in ("bootstrap_servers", "group_id", "input_topic", "output_topic", "dlq_topic"):
+        check(bool(getattr(k, key).strip()), f"option [kafka] {key} must not be empty")
+    check(
+        len({k.input_topic, k.output_topic, k.dlq_topic}) == 3,
+        "options [kafka] input_topic, output_topic and dlq_topic must be three different topics",
+    )
+    check(k.batch_max_messages >= 1, "option [kafka] batch_max_messages must be at least 1")
+    check(k.create_partitions >= 0, "option [kafka] create_partitions must be 0 or more")
+    reserved = {"bootstrap.servers", "group.id", "transactional.id", "enable.auto.commit"}
+    clash = reserved & set(k.client)
+    check(not clash, f"option [kafka.client] {', '.join(sorted(clash))}: set it in [kafka] instead")
+    check(config.input.max_message_bytes > 0, "option [input] max_message_bytes must be positive")
+    idx = config.index
+    check(0 <= idx.max_distance <= 16, "option [index] max_distance must be from 0 to 16")
+    check(idx.expected_articles > 0, "option [index] expected_articles must be positive")
+    check(bool(idx.path.strip()), "option [index] path must not be empty")
+    fp = config.fingerprint
+    check(fp.engine in ("rjieba", "jieba"), "option [fingerprint] engine must be rjieba or jieba")
+    check(fp.title_weight >= 0, "option [fingerprint] title_weight must not be negative")
+    check(fp.max_terms >= 0, "option [fingerprint] max_terms must be 0 (all) or more")
+    check(fp.max_chars > 0, "option [fingerprint] max_chars must be positive")
+    check(config.service.workers >= 0, "option [service] workers must be 0 (one per core) or more")
+    check(
+        config.log.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"),
+        "option [log] level must be DEBUG, INFO, WARNING or ERROR",
+    )
+    check(config.log.format in ("text", "json"), "option [log] format must be text or json")
+    _, sep, port = config.metrics.listen.rpartition(":")
+    check(
+        bool(sep) and port.isdigit() and int(port) < 65536,
+        "option [metrics] listen must be HOST:PORT",
+    )
+    for name, text in (
+        ("[index] segment", idx.segment),
+        ("[index] retention", idx.retention),
+        ("[index] future_skew", idx.future_skew),
+        ("[kafka] batch_max_wait", k.batch_max_wait),
+        ("[service] expire_interval", config.service.expire_interval),
+        ("[service] stuck_after", config.service.stuck_after),
+    ):
+        try:
+            parse_duration_ms(text)
+        except ValueError as e:
+            raise ConfigError(f"option {name}: {e}") from None
+    check(parse_duration_ms(idx.segment) > 0, "option [index] segment must be positive")
+    check(
+        parse_duration_ms(idx.retention) >= parse_duration_ms(idx.segment),
+        "option [index] retention must be at least one segment",
+    )
+    try:
+        parse_size_bytes(idx.memory)
+    except ValueError as e:
+        raise ConfigError(f"option [index] memory: {e}") from None
+
+
+def _suggest(word: str, choices: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def as_toml_defaults() -> dict[str, dict[str, Any]]:
+    """The built-in defaults as nested dicts, in the shape of config/newsdedup.toml."""
+    return {name: dataclasses.asdict(getattr(Config(), name)) for name in SECTIONS}

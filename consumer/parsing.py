@@ -1,0 +1,175 @@
+"""Feed messages → articles: decoding, validation and event time, with a reason for every reject.
+
+Pure functions (bytes in, `Article` or `Invalid` out) so they run in the worker processes and in
+`newsdedup check` alike. Rejected messages go to the dead-letter topic under `Invalid.reason`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from consumer.config import InputConfig
+
+# Event times outside these bounds are typos or units mistakes (seconds for milliseconds).
+_MIN_EVENT_MS = 0
+_MAX_EVENT_MS = int(datetime(2200, 1, 1, tzinfo=UTC).timestamp() * 1000)
+MAX_ID_CHARS = 512
+
+
+class InvalidReason(StrEnum):
+    TOO_LARGE = "too_large"
+    NOT_UTF8 = "not_utf8"
+    NOT_JSON = "not_json"
+    NOT_OBJECT = "not_object"
+    MISSING_ID = "missing_id"
+    BAD_FIELD_TYPE = "bad_field_type"
+    EMPTY_TEXT = "empty_text"
+    BAD_PUBLISHED_AT = "bad_published_at"
+    INTERNAL_ERROR = "internal_error"
+
+
+@dataclass(frozen=True, slots=True)
+class Article:
+    id: str
+    title: str
+    content: str
+    event_time_ms: int
+    url: str | None = None
+    source: str | None = None
+    lang: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    reason: InvalidReason
+    detail: str
+
+
+def parse_article(
+    value: bytes | None, fallback_time_ms: int, fields: InputConfig
+) -> Article | Invalid:
+    """Decode one feed message; `fallback_time_ms` (the Kafka timestamp) stands in for a
+    missing published_at."""
+    if value is None:
+        return Invalid(InvalidReason.NOT_JSON, "message has no value (tombstone)")
+    if len(value) > fields.max_message_bytes:
+        return Invalid(
+            InvalidReason.TOO_LARGE,
+            f"{len(value)} bytes, limit is {fields.max_message_bytes} ([input] max_message_bytes)",
+        )
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return Invalid(InvalidReason.NOT_UTF8, f"invalid UTF-8 at byte {e.start}")
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        return Invalid(InvalidReason.NOT_JSON, "JSON nested too deeply")
+    except ValueError as e:
+        return Invalid(InvalidReason.NOT_JSON, str(e)[:200])
+    if not isinstance(obj, dict):
+        return Invalid(
+            InvalidReason.NOT_OBJECT, f"expected a JSON object, got {type(obj).__name__}"
+        )
+    return _article_from_object(obj, fallback_time_ms, fields)
+
+
+def _article_from_object(
+    obj: dict, fallback_time_ms: int, fields: InputConfig
+) -> Article | Invalid:
+    article_id = obj.get(fields.id_field)
+    if article_id is None or article_id == "":
+        return Invalid(InvalidReason.MISSING_ID, f"field {fields.id_field!r} is missing or empty")
+    if not isinstance(article_id, str):
+        return Invalid(
+            InvalidReason.BAD_FIELD_TYPE,
+            f"field {fields.id_field!r} must be a string, got {type(article_id).__name__}",
+        )
+    if not article_id.strip():
+        return Invalid(InvalidReason.MISSING_ID, f"field {fields.id_field!r} is blank")
+    if len(article_id) > MAX_ID_CHARS:
+        return Invalid(
+            InvalidReason.BAD_FIELD_TYPE,
+            f"field {fields.id_field!r} is longer than {MAX_ID_CHARS} characters",
+        )
+    strings: dict[str, str | None] = {}
+    for name in (
+        fields.title_field,
+        fields.content_field,
+        fields.url_field,
+        fields.source_field,
+        fields.lang_field,
+    ):
+        v = obj.get(name)
+        if v is not None and not isinstance(v, str):
+            return Invalid(
+                InvalidReason.BAD_FIELD_TYPE,
+                f"field {name!r} must be a string, got {type(v).__name__}",
+            )
+        strings[name] = v
+    title = strings[fields.title_field] or ""
+    content = strings[fields.content_field] or ""
+    if not title.strip() and not content.strip():
+        return Invalid(
+            InvalidReason.EMPTY_TEXT,
+            f"both {fields.title_field!r} and {fields.content_field!r} are empty",
+        )
+    published = obj.get(fields.published_at_field)
+    if published is None:
+        event_time_ms = fallback_time_ms
+    else:
+        try:
+            event_time_ms = parse_event_time_ms(published)
+        except ValueError as e:
+            return Invalid(InvalidReason.BAD_PUBLISHED_AT, f"{fields.published_at_field!r}: {e}")
+    return Article(
+        id=article_id,
+        title=title,
+        content=content,
+        event_time_ms=event_time_ms,
+        url=strings[fields.url_field],
+        source=strings[fields.source_field],
+        lang=strings[fields.lang_field],
+    )
+
+
+def parse_event_time_ms(value: object) -> int:
+    """ISO-8601 (a zone-less time is UTC; a date alone is its midnight UTC) or epoch
+    milliseconds, as a number or a string of digits."""
+    if isinstance(value, bool):
+        raise ValueError("expected ISO-8601 text or epoch milliseconds, got a boolean")
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value}")
+        ms = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            ms = int(text)
+        else:
+            try:
+                parsed = datetime.fromisoformat(text)
+            except ValueError:
+                raise ValueError(f"not ISO-8601 or epoch milliseconds: {text[:60]!r}") from None
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            ms = int(parsed.timestamp() * 1000)
+    else:
+        raise ValueError(
+            f"expected ISO-8601 text or epoch milliseconds, got {type(value).__name__}"
+        )
+    if not _MIN_EVENT_MS <= ms < _MAX_EVENT_MS:
+        raise ValueError(f"{ms} ms is outside 1970..2200 (seconds given as milliseconds?)")
+    return ms
+
+
+def format_time_ms(ms: int) -> str:
+    """Epoch milliseconds → '2026-11-22T02:00:00Z', with '.120' when there are milliseconds."""
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    if ms % 1000:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,94 @@
+"""The batch step shared by `newsdedup run` and `newsdedup check`: analyze, then decide in order.
+
+It returns the decisions together with the index batch still uncommitted: when that batch
+becomes durable relative to the outputs is the caller's commit protocol (see checkpoint.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from consumer.analysis import Analyzed, Analyzer
+from consumer.deciding import decide
+from consumer.decisions import Decision, Source
+from consumer.parsing import Invalid
+from indexstore import Batch, IndexStore
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One input message, from Kafka or from a line of a file."""
+
+    key: bytes | None
+    value: bytes | None
+    source: Source
+    timestamp_ms: int  # stands in for a missing published_at
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    message: Message
+    invalid: Invalid
+
+
+Outcome = Decision | Rejection
+
+
+@dataclass(slots=True)
+class DecidedBatch:
+    outcomes: list[Outcome]  # one per message, in input order
+    index_batch: Batch  # uncommitted: the caller makes it durable in its protocol's order
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [o for o in self.outcomes if isinstance(o, Decision)]
+
+    @property
+    def rejections(self) -> list[Rejection]:
+        return [o for o in self.outcomes if isinstance(o, Rejection)]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Pipeline:
+    def __init__(
+        self,
+        store: IndexStore,
+        analyzer: Analyzer,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.store = store
+        self.analyzer = analyzer
+        self.clock_ms = clock_ms
+
+    def decide(self, messages: Sequence[Message]) -> DecidedBatch:
+        t0 = time.perf_counter()
+        analyzed = self.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
+        t1 = time.perf_counter()
+        batch = self.store.begin()
+        batch.prefetch(
+            [
+                (a.simhash, a.content_hash, a.event_time_ms)
+                for a in analyzed
+                if isinstance(a, Analyzed)
+            ]
+        )
+        now_ms = self.clock_ms()
+        outcomes: list[Outcome] = []
+        next_offsets: dict[str, int] = {}
+        for message, result in zip(messages, analyzed, strict=True):
+            if isinstance(result, Analyzed):
+                outcomes.append(decide(batch, result, message.source, now_ms))
+            else:
+                outcomes.append(Rejection(message, result))
+            next_offsets[message.source.position_key] = message.source.offset + 1
+        for key, offset in next_offsets.items():
+            batch.set_position(key, offset)
+        t2 = time.perf_counter()
+        return DecidedBatch(outcomes, batch, {"fingerprint": t1 - t0, "index": t2 - t1})

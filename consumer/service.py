@@ -1,0 +1,395 @@
+"""`newsdedup run`: the Kafka loop. Poll a batch, decide it, make it durable, repeat.
+
+Each batch is finished (index, outputs, offsets: see checkpoint.py) before the next poll, so
+a rebalance or a shutdown never finds work in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from consumer.analysis import Analyzer
+from consumer.checkpoint import Checkpoint, OutputFailed
+from consumer.config import Config, parse_duration_ms
+from consumer.decisions import Decision, DecisionKind, Source
+from consumer.errors import NewsdedupError
+from consumer.health import HealthServer, HealthState
+from consumer.kafka_clients import (
+    admin_config,
+    consumer_config,
+    ensure_output_topics,
+    producer_config,
+    topic_partitions,
+)
+from consumer.logs import log_event
+from consumer.metrics import Metrics
+from consumer.pipeline import DecidedBatch, Message, Pipeline, wall_clock_ms
+from consumer.state import open_index
+from indexstore import IndexStore
+
+log = logging.getLogger("newsdedup.service")
+
+_FATAL_CODES = {
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError._SSL,
+}
+_STATS_REFRESH_S = 10.0
+_THROUGHPUT_LOG_S = 30.0
+_MAX_BACKOFF_S = 30.0
+
+
+class KafkaFatalError(NewsdedupError):
+    """The broker refused us for good (credentials, authorization, fencing): do not retry."""
+
+
+class Service:
+    def __init__(self, config: Config, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.health = HealthState(
+            stuck_after_s=parse_duration_ms(config.service.stuck_after) / 1000
+        )
+        self._stop = threading.Event()
+        self._fatal: str | None = None
+        self._input_partitions = 0
+        self._decided_since_log = 0
+        self._last_throughput_log = time.monotonic()
+        self._last_stats = 0.0
+        self._last_expire = time.monotonic()
+        self._expire_every_s = parse_duration_ms(config.service.expire_interval) / 1000
+        self.http: HealthServer | None = None
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        self.http = HealthServer(self.config.metrics.listen, self.health, self.metrics).start()
+        log_event(
+            log,
+            logging.INFO,
+            "starting",
+            listen=self.config.metrics.listen,
+            delivery=self.config.kafka.delivery,
+            input=self.config.kafka.input_topic,
+            output=self.config.kafka.output_topic,
+            index=self.config.index.path,
+        )
+        try:
+            # The pool first: its processes must not inherit Kafka or RocksDB state.
+            with (
+                Analyzer(
+                    self.config.input, self.config.fingerprint, self.config.service.workers
+                ) as analyzer,
+                open_index(self.config.index) as store,
+            ):
+                self.health.index_open = True
+                self._refresh_index_stats(store)
+                try:
+                    self._serve(store, analyzer)
+                finally:
+                    self.health.index_open = False
+        finally:
+            self.http.stop()
+        log_event(log, logging.INFO, "stopped")
+        return 0
+
+    # -- startup ---------------------------------------------------------------------------
+
+    def _serve(self, store: IndexStore, analyzer: Analyzer) -> None:
+        kafka = self.config.kafka
+        admin = AdminClient({**admin_config(kafka), "error_cb": self._on_error})
+        partitions = self._wait_for_input_topic(admin)
+        if partitions is None:
+            return
+        self._input_partitions = partitions
+        ensure_output_topics(admin, kafka, partitions)
+        consumer = Consumer(
+            {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
+        )
+        producer = Producer({**producer_config(kafka), "error_cb": self._on_error})
+        try:
+            checkpoint = Checkpoint(consumer, producer, kafka)
+            consumer.subscribe(
+                [kafka.input_topic],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            self._loop(consumer, Pipeline(store, analyzer), checkpoint, store)
+        finally:
+            self.health.assigned = 0
+            consumer.close()
+            producer.flush(5.0)
+
+    def _wait_for_input_topic(self, admin: AdminClient) -> int | None:
+        """Partition count of the input topic, waiting with backoff while the broker is down or
+        the topic does not exist yet; None when asked to stop meanwhile."""
+        delay = 1.0
+        while not self._stop.is_set():
+            self._raise_if_fatal()
+            self.health.turn()
+            try:
+                partitions = topic_partitions(admin, self.config.kafka.input_topic, timeout=5.0)
+                self.health.broker_reachable = True
+                if partitions:
+                    return partitions
+                self.health.reason = "input topic missing"
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "input topic does not exist yet; waiting",
+                    topic=self.config.kafka.input_topic,
+                    retry_in_s=delay,
+                )
+            except KafkaException as e:
+                self.health.broker_reachable = False
+                self._raise_if_fatal()
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "broker not reachable; waiting",
+                    bootstrap=self.config.kafka.bootstrap_servers,
+                    error=e.args[0].str(),
+                    retry_in_s=delay,
+                )
+            self._stop.wait(delay)
+            delay = min(delay * 2, _MAX_BACKOFF_S)
+        return None
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _loop(
+        self, consumer: Consumer, pipeline: Pipeline, checkpoint: Checkpoint, store: IndexStore
+    ) -> None:
+        max_messages = self.config.kafka.batch_max_messages
+        wait_s = parse_duration_ms(self.config.kafka.batch_max_wait) / 1000
+        backoff = 0.0
+        while not self._stop.is_set():
+            self.health.turn()
+            self._raise_if_fatal()
+            records = consumer.consume(max_messages, wait_s)
+            polled_at = time.perf_counter()
+            messages = self._valid_records(records)
+            if messages:
+                self.health.broker_reachable = True
+                if self._process(messages, consumer, pipeline, checkpoint, polled_at):
+                    backoff = 0.0
+                else:
+                    backoff = min(max(backoff * 2, 0.5), _MAX_BACKOFF_S)
+                    self._stop.wait(backoff)
+            self._housekeeping(store)
+
+    def _valid_records(self, records: Sequence) -> list[Message]:
+        messages = []
+        for record in records:
+            error = record.error()
+            if error is not None:
+                if error.fatal() or error.code() in _FATAL_CODES:
+                    self._fatal = error.str()
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    log_event(log, logging.WARNING, "consume error", error=error.str())
+                continue
+            ts_type, ts = record.timestamp()
+            messages.append(
+                Message(
+                    key=record.key(),
+                    value=record.value(),
+                    source=Source(record.topic(), record.partition(), record.offset()),
+                    timestamp_ms=wall_clock_ms() if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
+                    headers=tuple(record.headers() or ()),
+                )
+            )
+        return messages
+
+    def _process(
+        self,
+        messages: list[Message],
+        consumer: Consumer,
+        pipeline: Pipeline,
+        checkpoint: Checkpoint,
+        polled_at: float,
+    ) -> bool:
+        decided = pipeline.decide(messages)
+        t0 = time.perf_counter()
+        try:
+            checkpoint.complete(decided, _next_offsets(messages))
+        except OutputFailed as e:
+            self.metrics.batch_retries.inc()
+            log_event(
+                log,
+                logging.ERROR,
+                "outputs not delivered; rewinding the batch to retry",
+                error=str(e),
+                messages=len(messages),
+            )
+            _rewind(consumer, messages)
+            return False
+        durable = time.perf_counter()
+        self._record(decided, polled_at, durable, durable - t0)
+        return True
+
+    def _record(
+        self, decided: DecidedBatch, polled_at: float, durable: float, commit_s: float
+    ) -> None:
+        m = self.metrics
+        for stage, seconds in decided.stage_seconds.items():
+            m.stage_seconds.labels(stage).observe(seconds)
+        m.stage_seconds.labels("commit").observe(commit_s)
+        m.batch_size.observe(len(decided.outcomes))
+        latest_event = None
+        for outcome in decided.outcomes:
+            m.process_seconds.observe(durable - polled_at)
+            if isinstance(outcome, Decision):
+                m.articles.labels(outcome.decision.value).inc()
+                if outcome.decision is not DecisionKind.UNIQUE:
+                    m.match_distance.observe(outcome.distance or 0)
+                if outcome.late:
+                    m.late_articles.inc()
+                latest_event = max(latest_event or 0, outcome.event_time_ms)
+            else:
+                m.invalid.labels(str(outcome.invalid.reason)).inc()
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "message sent to the dead-letter topic",
+                    reason=str(outcome.invalid.reason),
+                    detail=outcome.invalid.detail,
+                    topic=outcome.message.source.topic,
+                    partition=outcome.message.source.partition,
+                    offset=outcome.message.source.offset,
+                )
+        if latest_event is not None:
+            m.event_lag_seconds.set(max(0.0, (wall_clock_ms() - latest_event) / 1000))
+        self._decided_since_log += len(decided.outcomes)
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def _housekeeping(self, store: IndexStore) -> None:
+        now = time.monotonic()
+        if now - self._last_expire >= self._expire_every_s:
+            self._last_expire = now
+            dropped = store.expire()
+            if dropped:
+                self.metrics.segments_expired.inc(len(dropped))
+                log_event(log, logging.INFO, "segments expired", segments=dropped)
+        if now - self._last_stats >= _STATS_REFRESH_S:
+            self._refresh_index_stats(store)
+        if now - self._last_throughput_log >= _THROUGHPUT_LOG_S:
+            rate = self._decided_since_log / (now - self._last_throughput_log)
+            log_event(
+                log,
+                logging.INFO,
+                "throughput",
+                messages=self._decided_since_log,
+                per_second=round(rate, 1),
+            )
+            self._decided_since_log = 0
+            self._last_throughput_log = now
+
+    def _refresh_index_stats(self, store: IndexStore) -> None:
+        self._last_stats = time.monotonic()
+        stats = store.stats()
+        self.metrics.index_articles.set(stats.articles)
+        self.metrics.index_segments.set(len(stats.segments))
+        self.metrics.index_disk_bytes.set(stats.disk_bytes)
+
+    # -- librdkafka callbacks (called from inside consume) -----------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.health.assigned = len(partitions)
+        self.metrics.assigned_partitions.set(len(partitions))
+        log_event(
+            log,
+            logging.INFO,
+            "partitions assigned",
+            partitions=sorted(p.partition for p in partitions),
+        )
+        if 0 < len(partitions) < self._input_partitions:
+            log_event(
+                log,
+                logging.WARNING,
+                "this instance sees only part of the input partitions: duplicates across "
+                "instances will be missed; run one instance per feed until scale-out lands",
+                assigned=len(partitions),
+                total=self._input_partitions,
+            )
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Nothing is in flight here: every batch was completed before this poll.
+        self.health.assigned = 0
+        self.metrics.assigned_partitions.set(0)
+        log_event(
+            log,
+            logging.INFO,
+            "partitions revoked",
+            partitions=sorted(p.partition for p in partitions),
+        )
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.health.assigned = 0
+        self.metrics.assigned_partitions.set(0)
+        log_event(
+            log,
+            logging.WARNING,
+            "partitions lost (session timed out)",
+            partitions=sorted(p.partition for p in partitions),
+        )
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal() or error.code() in _FATAL_CODES:
+            self._fatal = error.str()
+        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.health.broker_reachable = False
+            log_event(log, logging.WARNING, "all brokers down", error=error.str())
+        else:
+            log_event(log, logging.WARNING, "kafka error", error=error.str())
+
+    def _on_stats(self, stats_json: str) -> None:
+        stats = json.loads(stats_json)
+        brokers = stats.get("brokers", {}).values()
+        self.health.broker_reachable = any(b.get("state") == "UP" for b in brokers)
+        for topic, t in stats.get("topics", {}).items():
+            for pid, p in t.get("partitions", {}).items():
+                lag = p.get("consumer_lag", -1)
+                if pid != "-1" and lag >= 0:
+                    self.metrics.consumer_lag.labels(topic, pid).set(lag)
+
+    def _raise_if_fatal(self) -> None:
+        if self._fatal:
+            raise KafkaFatalError(f"Kafka refused the service: {self._fatal}")
+
+
+def _next_offsets(messages: Sequence[Message]) -> list[TopicPartition]:
+    last: dict[tuple[str, int], int] = {}
+    for m in messages:
+        last[(m.source.topic, m.source.partition)] = m.source.offset
+    return [TopicPartition(t, p, o + 1) for (t, p), o in last.items()]
+
+
+def _rewind(consumer: Consumer, messages: Sequence[Message]) -> None:
+    """Seek each partition back to the batch's first message so the batch is read again."""
+    first: dict[tuple[str, int], int] = {}
+    for m in messages:
+        first.setdefault((m.source.topic, m.source.partition), m.source.offset)
+    assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+    for (topic, partition), offset in first.items():
+        if (topic, partition) in assigned:
+            consumer.seek(TopicPartition(topic, partition, offset))
