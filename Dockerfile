@@ -1,0 +1,37 @@
+# newsdedup service image: `docker build -t newsdedup .`, or through docker-compose.yml.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Dependencies get a layer of their own, keyed only on pyproject.toml, so editing the source
+# does not reinstall them.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install --no-cache-dir -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+COPY README.md ./
+COPY consumer ./consumer
+COPY indexstore ./indexstore
+RUN pip install --no-cache-dir --no-deps . \
+    && rm -rf /app/build /app/*.egg-info
+
+COPY config/newsdedup.toml /etc/newsdedup/newsdedup.toml
+
+# A fixed uid lets operators chown a host directory for the index without guessing.
+RUN useradd --system --uid 10001 --no-create-home --home-dir /var/lib/newsdedup newsdedup \
+    && mkdir -p /var/lib/newsdedup \
+    && chown newsdedup /var/lib/newsdedup
+USER newsdedup
+VOLUME ["/var/lib/newsdedup"]
+# The default config's relative ./state would land in /app, which the service user cannot write.
+ENV NEWSDEDUP_INDEX_PATH=/var/lib/newsdedup
+
+EXPOSE 9108
+ENTRYPOINT ["newsdedup"]
+CMD ["run", "--config", "/etc/newsdedup/newsdedup.toml"]
