@@ -23,11 +23,12 @@ RUN pip install --no-cache-dir --no-deps . \
 
 COPY config/newsdedup.toml /etc/newsdedup/newsdedup.toml
 
-# A fixed uid lets operators chown a host directory for the index without guessing.
-RUN useradd --system --uid 10001 --no-create-home --home-dir /var/lib/newsdedup newsdedup \
+# A fixed numeric uid/gid lets operators chown a host directory for the index without guessing.
+RUN groupadd --system --gid 10001 newsdedup \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/newsdedup newsdedup \
     && mkdir -p /var/lib/newsdedup \
-    && chown newsdedup /var/lib/newsdedup
-USER newsdedup
+    && chown 10001:10001 /var/lib/newsdedup
+USER 10001:10001
 VOLUME ["/var/lib/newsdedup"]
 # The default config's relative ./state would land in /app, which the service user cannot write.
 ENV NEWSDEDUP_INDEX_PATH=/var/lib/newsdedup
