@@ -153,7 +153,8 @@ _LATIN_PUNCT = {'"': "''", ",": " ,", "--": " - ", ";": ",", "-": " - "}
 
 def _punctuation(text: Text, script: Script, rng: Random) -> tuple[Text, str]:
     table = _LATIN_PUNCT if script is Script.LATIN else _CJK_PUNCT
-    chosen = rng.sample(sorted(table), k=min(3, len(table)))
+    present = [mark for mark in sorted(table) if mark in text.content]
+    chosen = rng.sample(present, k=min(3, len(present)))
     content = text.content
     for mark in chosen:
         content = content.replace(mark, table[mark])
@@ -162,14 +163,20 @@ def _punctuation(text: Text, script: Script, rng: Random) -> tuple[Text, str]:
 
 
 def _truncation(text: Text, script: Script, rng: Random) -> tuple[Text, str]:
-    pieces = split_sentences(text.content, script)
-    real = _real(pieces)
-    keep_fraction = rng.uniform(0.6, 0.9)
-    cut = real[max(1, round(len(real) * keep_fraction)) - 1] + 1 if real else len(pieces)
+    # A teaser keeps 60–90 % of the text, cut at the sentence end reaching that much, or
+    # mid-sentence when one long sentence holds it (feeds cut at a character budget too).
+    target = round(len(text.content) * rng.uniform(0.6, 0.9))
+    kept = ""
+    for piece in split_sentences(text.content, script):
+        kept += piece
+        if len(kept) >= target:
+            break
+    if len(kept) >= len(text.content):
+        kept = text.content[:target]
     more = {Script.LATIN: "\n MORE", Script.TRADITIONAL: "……（未完）", Script.SIMPLIFIED: "……"}
     return (
-        Text(text.title, "".join(pieces[:cut]).rstrip() + more[script]),
-        f"kept {cut} of {len(pieces)} sentences",
+        Text(text.title, kept.rstrip() + more[script]),
+        f"kept {len(kept)} of {len(text.content)} characters",
     )
 
 
@@ -186,8 +193,8 @@ def _swapped(text: Text, script: Script, rng: Random) -> tuple[Text, str]:
     pieces = split_sentences(text.content, script)
     real = _real(pieces)
     swaps = []
-    for _ in range(min(2, len(real) // 2)):
-        k = rng.randrange(len(real) - 1)
+    # Distinct adjacent transpositions never undo each other, so the text always changes.
+    for k in rng.sample(range(len(real) - 1), k=min(2, len(real) - 1)) if real else ():
         i, j = real[k], real[k + 1]
         pieces[i], pieces[j] = pieces[j], pieces[i]
         swaps.append((i, j))
@@ -199,14 +206,15 @@ def _typos(text: Text, script: Script, rng: Random) -> tuple[Text, str]:
     letters = [i for i, c in enumerate(chars) if c.isalpha()]
     if not letters:
         return text, "no letters"
-    per = 60 if script is Script.LATIN else 120  # one typo per this many letters
+    per = 250 if script is Script.LATIN else 150  # one typo per this many letters
     n = max(1, len(letters) // per)
     done = []
     for i in sorted(rng.sample(letters, k=min(n, len(letters))), reverse=True):
         op = rng.choice(("substitute", "delete", "double", "transpose"))
         if op == "substitute":
             # A character from the same article is a plausible wrong key or wrong homophone.
-            chars[i] = chars[rng.choice(letters)]
+            other = chars[rng.choice(letters)]
+            chars[i] = other if other != chars[i] else "x" if script is Script.LATIN else "的"
         elif op == "delete":
             del chars[i]
         elif op == "double":

@@ -181,8 +181,7 @@ def make_copies(articles: list[Article], n: int, seed: int) -> Iterator[Article]
     for i in range(n):
         for _attempt in range(50):
             original = articles[rng.randrange(len(articles))]
-            original_shingles = truth.shingles(original.text)
-            if len(original_shingles) < MIN_SHINGLES_TO_EDIT:
+            if len(truth.shingles(original.text)) < MIN_SHINGLES_TO_EDIT:
                 continue
             script = detect_script(original.text)
             kinds = applicable_kinds(script)
@@ -198,7 +197,7 @@ def make_copies(articles: list[Article], n: int, seed: int) -> Iterator[Article]
                 Text(donor.title, donor.content),
             )
             copy_text = truth.article_text(edit.text.title, edit.text.content)
-            if truth.jaccard(original_shingles, truth.shingles(copy_text)) < truth.MATCH_JACCARD:
+            if truth.similarity(original.text, copy_text) < truth.MATCH_JACCARD:
                 continue
             delay = MIN_COPY_DELAY + (MAX_COPY_DELAY - MIN_COPY_DELAY) * rng.random()
             yield Article(

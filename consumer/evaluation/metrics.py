@@ -45,11 +45,11 @@ class Scores:
     @property
     def precision(self) -> float | None:
         # No flagged article: precision is undefined, not perfect; reports show "n/a".
-        return self.correct / self.flagged if self.flagged else None
+        return self.correct / self.flagged if self.flagged and not self.error else None
 
     @property
     def recall(self) -> float | None:
-        return self.found / self.pairs if self.pairs else None
+        return self.found / self.pairs if self.pairs and not self.error else None
 
     @property
     def f1(self) -> float | None:

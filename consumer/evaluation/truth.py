@@ -8,9 +8,9 @@ case folding, Traditional→Simplified (OpenCC `t2s`, so a script conversion is 
 content), and removal of everything that is not a letter, mark or digit (whitespace,
 punctuation, symbols). Shingles are then:
 
-* Latin-script text (at least half of its letters are Latin): word 3-grams, as in the silver
-  pair lists of the English corpus;
-* any other text: character 5-grams of the normalized string, as in the Chinese silver lists.
+* two Latin-script texts (at least half of the letters of each are Latin): word 3-grams, as in
+  the silver pair list of the English corpus;
+* any other pair: character 5-grams of the normalized strings, as in the Chinese silver lists.
 
 A text shorter than one shingle is one shingle of itself, so short identical texts still
 compare as 1.0.
@@ -75,10 +75,8 @@ def normalize(text: str) -> str:
     return "".join(ch for ch in _fold(text) if _keep(ch))
 
 
-def shingles(text: str) -> frozenset[str]:
-    """The shingle set of `text` (word 3-grams for Latin script, else character 5-grams)."""
-    folded = _fold(text)
-    if is_latin_script(folded):
+def _shingle_folded(folded: str, latin: bool) -> frozenset[str]:
+    if latin:
         words = _WORD.findall(folded)
         if len(words) <= WORD_SHINGLE:
             return frozenset([" ".join(words)]) if words else frozenset()
@@ -89,6 +87,13 @@ def shingles(text: str) -> frozenset[str]:
     if len(chars) <= CHAR_SHINGLE:
         return frozenset([chars]) if chars else frozenset()
     return frozenset(chars[i : i + CHAR_SHINGLE] for i in range(len(chars) - CHAR_SHINGLE + 1))
+
+
+def shingles(text: str, latin: bool | None = None) -> frozenset[str]:
+    """The shingle set of `text`: word 3-grams if `latin` (default: if the text is Latin
+    script), else character 5-grams."""
+    folded = _fold(text)
+    return _shingle_folded(folded, is_latin_script(folded) if latin is None else latin)
 
 
 def article_text(title: str, content: str) -> str:
@@ -105,8 +110,14 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def similarity(text_a: str, text_b: str) -> float:
-    """Jaccard of the shingle sets of two texts."""
-    return jaccard(shingles(text_a), shingles(text_b))
+    """Jaccard of two texts, shingled alike: word 3-grams only if both are Latin script.
+
+    Deciding per pair keeps a mixed-script article comparable with its own edited copy when
+    an edit tips its balance of scripts.
+    """
+    a, b = _fold(text_a), _fold(text_b)
+    latin = is_latin_script(a) and is_latin_script(b)
+    return jaccard(_shingle_folded(a, latin), _shingle_folded(b, latin))
 
 
 class Truth:
@@ -119,16 +130,25 @@ class Truth:
 
     def __init__(self, texts: dict[str, str], cache_size: int = 1024) -> None:
         self._texts = texts
+        self._latin: dict[str, bool] = {}
         self._shingles = lru_cache(maxsize=cache_size)(self._compute)
         # Systems mostly agree on their matches, so each pair is computed once for all of them.
         self._pairs: dict[tuple[str, str], float] = {}
 
-    def _compute(self, article_id: str) -> frozenset[str]:
-        return shingles(self._texts[article_id])
+    def _is_latin(self, article_id: str) -> bool:
+        latin = self._latin.get(article_id)
+        if latin is None:
+            latin = self._latin[article_id] = is_latin_script(_fold(self._texts[article_id]))
+        return latin
+
+    def _compute(self, article_id: str, latin: bool) -> frozenset[str]:
+        return shingles(self._texts[article_id], latin)
 
     def __call__(self, a: str, b: str) -> float:
         key = (a, b) if a <= b else (b, a)
         value = self._pairs.get(key)
         if value is None:
-            value = self._pairs[key] = jaccard(self._shingles(a), self._shingles(b))
+            latin = self._is_latin(a) and self._is_latin(b)
+            value = jaccard(self._shingles(a, latin), self._shingles(b, latin))
+            self._pairs[key] = value
         return value
