@@ -1,0 +1,143 @@
+"""Text normalization for fingerprinting: decides which texts count as "the same text".
+
+HTML to text, invisible characters dropped, Unicode NFKC, case folding, Traditional to Simplified
+Chinese (C++ OpenCC, `t2s`) and whitespace collapsed, in that order.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+import opencc
+
+# Characters that carry no text: C0/C1 controls other than whitespace, soft hyphen, zero-width
+# and bidi controls (inserted by CMSs and anti-scraping tricks, often inside Chinese words),
+# BOM, the replacement character, and lone surrogates (decoding leftovers that every encoder
+# downstream, OpenCC and mmh3 included, would reject).
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\ufeff\ufffd\ud800-\udfff]+"
+)
+_WHITESPACE = re.compile(r"\s+")
+
+# Elements whose body is not text: dropped up to their closing tag.
+_RAW_ELEMENTS = ("script", "style", "noscript", "template", "iframe", "svg", "math", "head")
+_RAW_END = {name: re.compile(rf"</{name}\s*>", re.IGNORECASE) for name in _RAW_ELEMENTS}
+# Known element names only: plain text uses angle brackets too (Reuters writes tickers as <BP>
+# and companies as <Sedio N.V.>), and those must stay words.
+_ELEMENTS = (
+    "a|abbr|address|area|article|aside|audio|b|base|bdi|bdo|big|blockquote|body|br|button|"
+    "canvas|caption|center|cite|code|col|colgroup|data|datalist|dd|del|details|dfn|dialog|div|"
+    "dl|dt|em|embed|fieldset|figcaption|figure|font|footer|form|h[1-6]|header|hgroup|hr|html|i|"
+    "img|input|ins|kbd|label|legend|li|link|main|map|mark|meta|meter|nav|object|ol|optgroup|"
+    "option|output|p|param|picture|pre|progress|q|rp|rt|ruby|s|samp|section|select|small|"
+    "source|span|strike|strong|sub|summary|sup|table|tbody|td|textarea|tfoot|th|thead|time|"
+    "title|tr|track|tt|u|ul|var|video|wbr"
+)
+# Every pattern stops at the next "<", and bodies of raw elements and comments are searched
+# forward once, so stripping is linear in the input even for hostile text full of unclosed tags.
+_MARKUP = re.compile(
+    rf"<!--|<({'|'.join(_RAW_ELEMENTS)})(?=[\s/>])[^<>]*>"
+    rf"|</?(?:{'|'.join(_RAW_ELEMENTS)}|{_ELEMENTS})(?=[\s/>])[^<>]*>|<![a-z][^<>]*>|<\?[^<>]*>",
+    re.IGNORECASE,
+)
+# Tags that end a line in a browser become a space, so words on both sides stay apart; inline
+# tags (<b>, <a>, <span>) vanish, because a space inside a Chinese word would split it.
+_BLOCK_TAG = re.compile(
+    r"</?(?:address|article|aside|blockquote|br|caption|dd|div|dl|dt|figcaption|figure|footer|"
+    r"form|h[1-6]|header|hr|li|main|nav|ol|p|pre|section|table|tbody|td|tfoot|th|thead|title|"
+    r"tr|ul)(?=[\s/>])",
+    re.IGNORECASE,
+)
+
+
+def strip_html(text: str) -> str:
+    """Tags removed, scripts/styles/comments dropped with their bodies, entities decoded.
+
+    An unclosed comment or script swallows the rest of the text, as it does in a browser.
+    """
+    if "<" in text:
+        out: list[str] = []
+        pos = 0
+        while (m := _MARKUP.search(text, pos)) is not None:
+            out.append(text[pos : m.start()])
+            raw_element = m.group(1)
+            if m.group() == "<!--":
+                end = text.find("-->", m.end())
+                pos = len(text) if end < 0 else end + 3
+                out.append(" ")
+            elif raw_element is not None:
+                close = _RAW_END[raw_element.lower()].search(text, m.end())
+                pos = len(text) if close is None else close.end()
+                out.append(" ")
+            else:
+                pos = m.end()
+                out.append(" " if _BLOCK_TAG.match(m.group()) else "")
+        out.append(text[pos:])
+        text = "".join(out)
+    if "&" in text:
+        text = html.unescape(text)
+    return text
+
+
+def _nfkc_changing_class() -> re.Pattern[str]:
+    """A character class of the BMP characters that NFKC changes (about 3,000; ~10 ms to build).
+
+    Built from the running Python's Unicode database, so it always agrees with `unicodedata`.
+    """
+    ranges: list[tuple[int, int]] = []
+    for cp in range(0x10000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        c = chr(cp)
+        if unicodedata.normalize("NFKC", c) != c:
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    body = "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
+    return re.compile(f"[{body}]")
+
+
+_NFKC_CHANGING = _nfkc_changing_class()
+
+
+def nfkc(text: str) -> str:
+    """`unicodedata.normalize("NFKC", text)`, five times faster on Chinese text.
+
+    CPython normalizes the whole string as soon as one character needs it, and Chinese text
+    always has some (full-width commas): ~130 ns per character. Here the few distinct characters
+    that change are replaced by their own NFKC form, which keeps the text compatibility-equivalent
+    to the input; when the result passes the quick check it therefore *is* the NFKC form, and
+    otherwise (combining marks, characters outside the BMP) the full algorithm finishes the job.
+    """
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    for c in set(_NFKC_CHANGING.findall(text)):
+        text = text.replace(c, unicodedata.normalize("NFKC", c))
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    return unicodedata.normalize("NFKC", text)
+
+
+class Normalizer:
+    """Callable normalizer; holds the OpenCC converter, which is costly to build (~15 ms)."""
+
+    __slots__ = ("_t2s",)
+
+    def __init__(self, convert_traditional: bool = True) -> None:
+        self._t2s = opencc.OpenCC("t2s").convert if convert_traditional else None
+
+    def __call__(self, text: str) -> str:
+        text = strip_html(text)
+        # After HTML: entities may decode to invisible characters (&#8203;, &#xfeff;).
+        text = _INVISIBLE.sub("", text)
+        text = nfkc(text).casefold()
+        if self._t2s is not None:
+            text = self._t2s(text)
+        return _WHITESPACE.sub(" ", text).strip()
