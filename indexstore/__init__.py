@@ -2,3 +2,37 @@
 
 It knows fingerprints, event time and RocksDB; nothing of Kafka or of the service.
 """
+
+from indexstore.errors import (
+    IndexFormatError,
+    IndexLockedError,
+    IndexStateError,
+    IndexStoreError,
+)
+from indexstore.layout import Layout, choose_layout
+from indexstore.model import (
+    ArticleRecord,
+    IndexOptions,
+    IndexStats,
+    Match,
+    SearchResult,
+    SegmentStats,
+)
+from indexstore.store import Batch, IndexStore
+
+__all__ = [
+    "ArticleRecord",
+    "Batch",
+    "IndexFormatError",
+    "IndexLockedError",
+    "IndexOptions",
+    "IndexStateError",
+    "IndexStats",
+    "IndexStore",
+    "IndexStoreError",
+    "Layout",
+    "Match",
+    "SearchResult",
+    "SegmentStats",
+    "choose_layout",
+]

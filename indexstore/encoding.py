@@ -1,0 +1,224 @@
+"""Every byte layout of the index on disk: column family names, keys and values.
+
+Nobody else builds or slices these bytes. The RocksDB database (raw mode) holds:
+
+column family ``default`` (small, fixed keys)
+    b"meta"          -> UTF-8 JSON {"format": 1, "max_distance": k, "segment_ms": ...,
+                        "generation_ms": ...}; checked at open
+    b"state"         -> >q watermark_ms (INT64_MIN = none) | >Q next_seq | >Q commits
+    b"pos:" + KEY    -> >Q next offset to read (KEY: UTF-8, e.g. "news.raw/3")
+
+column family ``segment.<id>`` (one per segment; id = event_time_ms // segment_ms, signed)
+    b"b" + >Q commit -> fingerprint blob written by that commit (or merged blobs):
+                        <I n | n x <Q simhash | n x <Q seq
+    b"r" + >Q seq    -> article id (UTF-8) of row `seq`
+
+column family ``articles.<gen>`` (article table; gen = storage_time // generation_ms)
+    article id (UTF-8) -> record:
+        >B version(1) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
+        (2**64-1: not in the search tables) | >b distance (-1: none) | >B flags
+        (bit 0 late, bit 1 matched_id present) | then three >H length-prefixed UTF-8
+        strings decision, cluster_id, matched_id | payload (the rest)
+
+A row is one article's entry in the search tables; `seq` numbers rows in insertion order,
+never reused. Blobs are little-endian so numpy reads them without copying; keys are
+big-endian so they sort numerically.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from indexstore.errors import IndexFormatError
+from indexstore.model import ArticleRecord
+
+FORMAT_VERSION = 1
+NO_SEQ = 2**64 - 1
+NO_WATERMARK = -(2**63)
+
+META_KEY = b"meta"
+STATE_KEY = b"state"
+POSITION_PREFIX = b"pos:"
+BLOB_PREFIX = b"b"
+ROW_PREFIX = b"r"
+
+SEGMENT_CF_PREFIX = "segment."
+ARTICLES_CF_PREFIX = "articles."
+
+_STATE = struct.Struct(">qQQ")
+_U64 = struct.Struct(">Q")
+_RECORD_HEAD = struct.Struct(">BQ16sqQbB")
+_LEN = struct.Struct(">H")
+_RECORD_VERSION = 1
+_FLAG_LATE = 1
+_FLAG_MATCHED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    max_distance: int
+    segment_ms: int
+    generation_ms: int
+
+
+def encode_meta(meta: Meta) -> bytes:
+    return json.dumps(
+        {
+            "format": FORMAT_VERSION,
+            "max_distance": meta.max_distance,
+            "segment_ms": meta.segment_ms,
+            "generation_ms": meta.generation_ms,
+        },
+        sort_keys=True,
+    ).encode()
+
+
+def decode_meta(raw: bytes) -> Meta:
+    try:
+        doc = json.loads(raw)
+        fmt = doc["format"]
+        meta = Meta(int(doc["max_distance"]), int(doc["segment_ms"]), int(doc["generation_ms"]))
+    except (ValueError, KeyError, TypeError) as e:
+        raise IndexFormatError(f"unreadable index metadata ({e}); is this an index?") from e
+    if fmt != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}); "
+            "rebuild the index or use the matching newsdedup version"
+        )
+    return meta
+
+
+def encode_state(watermark_ms: int | None, next_seq: int, commits: int) -> bytes:
+    wm = NO_WATERMARK if watermark_ms is None else watermark_ms
+    return _STATE.pack(wm, next_seq, commits)
+
+
+def decode_state(raw: bytes | None) -> tuple[int | None, int, int]:
+    if raw is None:
+        return None, 0, 0
+    wm, next_seq, commits = _STATE.unpack(raw)
+    return (None if wm == NO_WATERMARK else wm), next_seq, commits
+
+
+def position_key(key: str) -> bytes:
+    return POSITION_PREFIX + key.encode()
+
+
+def position_name(raw_key: bytes) -> str:
+    return raw_key[len(POSITION_PREFIX) :].decode()
+
+
+def encode_u64(value: int) -> bytes:
+    return _U64.pack(value)
+
+
+def decode_u64(raw: bytes) -> int:
+    return _U64.unpack(raw)[0]
+
+
+def segment_cf(segment_id: int) -> str:
+    return f"{SEGMENT_CF_PREFIX}{segment_id}"
+
+
+def articles_cf(generation: int) -> str:
+    return f"{ARTICLES_CF_PREFIX}{generation}"
+
+
+def parse_cf(name: str) -> tuple[str, int] | None:
+    """("segment", id) or ("articles", gen) for our column families, None for others."""
+    for prefix, kind in ((SEGMENT_CF_PREFIX, "segment"), (ARTICLES_CF_PREFIX, "articles")):
+        if name.startswith(prefix):
+            try:
+                return kind, int(name[len(prefix) :])
+            except ValueError:
+                return None
+    return None
+
+
+def blob_key(commit: int) -> bytes:
+    return BLOB_PREFIX + _U64.pack(commit)
+
+
+def row_key(seq: int) -> bytes:
+    return ROW_PREFIX + _U64.pack(seq)
+
+
+def encode_blob(simhashes: np.ndarray, seqs: np.ndarray) -> bytes:
+    n = len(simhashes)
+    return b"".join(
+        (
+            struct.pack("<I", n),
+            simhashes.astype("<u8", copy=False).tobytes(),
+            seqs.astype("<u8", copy=False).tobytes(),
+        )
+    )
+
+
+def decode_blob(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+    (n,) = struct.unpack_from("<I", raw)
+    if len(raw) != 4 + 16 * n:
+        raise IndexFormatError("corrupt fingerprint blob; the index directory is damaged")
+    simhashes = np.frombuffer(raw, dtype="<u8", count=n, offset=4)
+    seqs = np.frombuffer(raw, dtype="<u8", count=n, offset=4 + 8 * n)
+    return simhashes, seqs
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return _LEN.pack(len(raw)) + raw
+
+
+def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
+    flags = (_FLAG_LATE if record.late else 0) | (
+        _FLAG_MATCHED if record.matched_id is not None else 0
+    )
+    head = _RECORD_HEAD.pack(
+        _RECORD_VERSION,
+        record.simhash,
+        record.content_hash,
+        record.event_time_ms,
+        NO_SEQ if seq is None else seq,
+        -1 if record.distance is None else record.distance,
+        flags,
+    )
+    return b"".join(
+        (
+            head,
+            _string(record.decision),
+            _string(record.cluster_id),
+            _string(record.matched_id or ""),
+            record.payload,
+        )
+    )
+
+
+def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
+    """The record and its row seq (None when it is not in the search tables)."""
+    version, simhash, content_hash, event_time, seq, distance, flags = _RECORD_HEAD.unpack_from(raw)
+    if version != _RECORD_VERSION:
+        raise IndexFormatError(f"article record version {version} is not supported")
+    pos = _RECORD_HEAD.size
+    strings = []
+    for _ in range(3):
+        (n,) = _LEN.unpack_from(raw, pos)
+        pos += 2
+        strings.append(raw[pos : pos + n].decode())
+        pos += n
+    decision, cluster_id, matched_id = strings
+    record = ArticleRecord(
+        article_id=article_id,
+        simhash=simhash,
+        content_hash=content_hash,
+        event_time_ms=event_time,
+        cluster_id=cluster_id,
+        decision=decision,
+        matched_id=matched_id if flags & _FLAG_MATCHED else None,
+        distance=None if distance < 0 else distance,
+        late=bool(flags & _FLAG_LATE),
+        payload=raw[pos:],
+    )
+    return record, (None if seq == NO_SEQ else seq)

@@ -1,0 +1,154 @@
+"""The search layout: how 64-bit fingerprints are split into blocks and keyed into tables.
+
+`choose_layout` is the one place that picks it from k and the expected number of articles.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+FINGERPRINT_BITS = 64
+
+# The cost model of `choose_layout`, in microseconds per query on one core. Measured on this
+# project's 2-core machines with `newsdedup bench index` (numpy searchsorted over a batch of
+# ~1000 queries); only their ratios matter.
+PROBE_US = 1.0  # one table probed: two searchsorted per run, plus expanding the ranges
+CANDIDATE_US = 0.02  # one candidate verified: gather, XOR, popcount
+SCAN_US = 0.0015  # one row compared in a plain vectorized scan
+MEMORY_US_PER_BYTE = 0.25  # what one byte of table memory per article is worth to us
+MAX_TABLES = 300
+MAX_TABLE_BYTES_PER_ARTICLE = 256  # beyond this, memory at millions of articles is out of reach
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPart:
+    """Bits [shift, shift + width) of the fingerprint, placed at `out_shift` in the key."""
+
+    shift: int
+    width: int
+    out_shift: int
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One permuted table: its key is the concatenation of the kept blocks."""
+
+    parts: tuple[KeyPart, ...]
+    key_bits: int
+
+    @property
+    def key_dtype(self) -> np.dtype:
+        if self.key_bits <= 16:
+            return np.dtype(np.uint16)
+        if self.key_bits <= 32:
+            return np.dtype(np.uint32)
+        return np.dtype(np.uint64)
+
+    def keys(self, fingerprints: np.ndarray) -> np.ndarray:
+        """Table keys of a uint64 array of fingerprints."""
+        key = np.zeros(fingerprints.shape, dtype=np.uint64)
+        for p in self.parts:
+            mask = np.uint64((1 << p.width) - 1)
+            key |= ((fingerprints >> np.uint64(p.shift)) & mask) << np.uint64(p.out_shift)
+        return key.astype(self.key_dtype, copy=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """`blocks == 0` means no tables: every query scans all rows (small n or large k)."""
+
+    max_distance: int
+    blocks: int
+    tables: tuple[Table, ...]
+    expected_candidates: float
+
+    def describe(self) -> str:
+        if not self.blocks:
+            return f"scan (k={self.max_distance})"
+        bits = min(t.key_bits for t in self.tables)
+        return (
+            f"pigeonhole b={self.blocks} k={self.max_distance}: {len(self.tables)} tables, "
+            f">={bits}-bit keys, ~{self.expected_candidates:.1f} candidates/query"
+        )
+
+    @property
+    def table_bytes_per_article(self) -> int:
+        # a key plus a uint32 row id per table
+        return sum(t.key_dtype.itemsize + 4 for t in self.tables)
+
+
+def block_widths(blocks: int) -> list[int]:
+    """Split 64 bits into `blocks` contiguous blocks as evenly as possible."""
+    base, extra = divmod(FINGERPRINT_BITS, blocks)
+    return [base + 1 if i < extra else base for i in range(blocks)]
+
+
+def pigeonhole_layout(max_distance: int, blocks: int, expected_articles: int) -> Layout:
+    """The C(blocks, k) tables keyed by every choice of blocks - k kept blocks."""
+    widths = block_widths(blocks)
+    starts = [sum(widths[:i]) for i in range(blocks)]
+    tables = []
+    for kept in itertools.combinations(range(blocks), blocks - max_distance):
+        parts, out = [], 0
+        for i in kept:
+            parts.append(KeyPart(starts[i], widths[i], out))
+            out += widths[i]
+        tables.append(Table(tuple(parts), out))
+    candidates = sum(expected_articles / 2.0**t.key_bits for t in tables)
+    return Layout(max_distance, blocks, tuple(tables), candidates)
+
+
+def scan_layout(max_distance: int, expected_articles: int) -> Layout:
+    return Layout(max_distance, 0, (), float(expected_articles))
+
+
+def layout_cost(layout: Layout, expected_articles: int) -> float:
+    """Estimated microseconds per query, memory included at MEMORY_US_PER_BYTE."""
+    if not layout.blocks:
+        return expected_articles * SCAN_US
+    return (
+        len(layout.tables) * PROBE_US
+        + layout.expected_candidates * CANDIDATE_US
+        + layout.table_bytes_per_article * MEMORY_US_PER_BYTE
+    )
+
+
+def choose_layout(max_distance: int, expected_articles: int) -> Layout:
+    """Pick the number of blocks b (or a plain scan) for distance k and n live articles.
+
+    Pigeonhole (Manku, Jain, Das Sarma, WWW 2007): split the 64 bits into b > k blocks. Two
+    fingerprints at Hamming distance <= k differ in at most k blocks, so they agree exactly on
+    at least b - k of them. One table per choice of b - k kept blocks (C(b, k) tables), keyed by
+    those blocks, therefore holds every true neighbour under the query's own key in at least
+    one table: probing all tables and verifying each candidate's full distance is exact for
+    any k. Nothing beyond k is returned because every candidate is verified.
+
+    The trade-off: a key of m bits leaves about n / 2**m candidates per table, so more blocks
+    mean longer keys and fewer candidates, but C(b, k) tables to probe and to hold in memory.
+    For k = 3 at 10 M: b = 4 gives 4 tables of 16-bit keys (~610 candidates, 24 B/article);
+    b = 5 gives 10 tables of >=25-bit keys (~3 candidates but 80 B/article). For k = 6,
+    b = 8 gives 28 tables of 16-bit keys. For large k and small n no table beats
+    comparing against every row, which numpy does at about a nanosecond a row.
+
+    We take the candidate with the least `layout_cost`: table probes, candidate checks and
+    table memory priced in microseconds per query (constants above, measured here).
+    """
+    if not 0 <= max_distance < FINGERPRINT_BITS:
+        raise ValueError(f"max_distance must be in 0..63, got {max_distance}")
+    n = max(int(expected_articles), 1)
+    best = scan_layout(max_distance, n)
+    best_cost = layout_cost(best, n)
+    for blocks in range(max_distance + 1, min(max_distance + 6, FINGERPRINT_BITS) + 1):
+        if math.comb(blocks, max_distance) > MAX_TABLES:
+            break
+        candidate = pigeonhole_layout(max_distance, blocks, n)
+        if candidate.table_bytes_per_article > MAX_TABLE_BYTES_PER_ARTICLE:
+            continue
+        cost = layout_cost(candidate, n)
+        if cost < best_cost:
+            best, best_cost = candidate, cost
+    return best

@@ -1,0 +1,89 @@
+"""The values the index takes and returns: options, article records, matches and statistics.
+
+Plain frozen dataclasses with no behaviour, so callers can build and compare them freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOptions:
+    """How an index is opened. `max_distance` and `segment_ms` are fixed when it is created."""
+
+    max_distance: int = 3
+    """k: a search returns every live article within Hamming distance <= k (0..64)."""
+    segment_ms: int = 3_600_000
+    """Width of a segment in event time; a segment is the unit of expiry."""
+    retention_ms: int = 72 * 3_600_000
+    """The window: articles older than watermark - retention are never returned."""
+    future_skew_ms: int = 300_000
+    """Event times beyond wall-clock now + skew are clamped to now + skew."""
+    expected_articles: int = 1_000_000
+    """Live articles expected in the window; drives the choice of the search layout."""
+    memory_bytes: int = 256 * 2**20
+    """RocksDB block cache and write buffers together (the search tables come on top)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleRecord:
+    """One row of the article table (article id -> record)."""
+
+    article_id: str
+    simhash: int
+    content_hash: bytes
+    event_time_ms: int
+    cluster_id: str
+    decision: str
+    matched_id: str | None
+    distance: int | None
+    late: bool
+    payload: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """An indexed article within distance k of a query."""
+
+    article_id: str
+    distance: int
+    exact: bool
+    event_time_ms: int
+    cluster_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The answer to one search: matches best first, and what happened to the query's time."""
+
+    matches: tuple[Match, ...]
+    event_time_ms: int
+    late: bool
+    clamped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStats:
+    """One segment: its id (event_time // segment_ms), time range, live articles and bytes."""
+
+    segment_id: int
+    start_ms: int
+    end_ms: int
+    articles: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """What `newsdedup index stats` shows and the service exports as metrics."""
+
+    max_distance: int
+    layout: str
+    segment_ms: int
+    retention_ms: int
+    watermark_ms: int | None
+    articles: int
+    segments: tuple[SegmentStats, ...]
+    disk_bytes: int
+    table_memory_bytes: int

@@ -1,0 +1,695 @@
+"""The index: RocksDB as the durable truth, numpy search tables as a cache rebuilt at open.
+
+`IndexStore` opens, inspects and expires; `Batch` is the single write path: every change of
+a processed batch goes into one RocksDB WriteBatch in `Batch.commit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+import rocksdict
+
+from indexstore import encoding as enc
+from indexstore.errors import (
+    IndexFormatError,
+    IndexLockedError,
+    IndexStateError,
+    IndexStoreError,
+)
+from indexstore.layout import Layout, choose_layout
+from indexstore.model import (
+    ArticleRecord,
+    IndexOptions,
+    IndexStats,
+    Match,
+    SearchResult,
+    SegmentStats,
+)
+from indexstore.tables import SearchTables
+
+# A segment's blobs (one per commit that touched it) are merged into one when there are more
+# than this many, so reopen reads a few blobs per segment, not one per commit.
+MAX_BLOBS_PER_SEGMENT = 32
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _rocksdb_options(memory_bytes: int) -> rocksdict.Options:
+    """One memory budget: memtables are charged to the block cache, so both stay within it."""
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    cache = rocksdict.Cache(memory_bytes)
+    table = rocksdict.BlockBasedOptions()
+    table.set_block_cache(cache)
+    table.set_bloom_filter(10, False)
+    table.set_cache_index_and_filter_blocks(True)
+    opts.set_block_based_table_factory(table)
+    opts.set_write_buffer_manager(
+        rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
+            memory_bytes // 2, False, cache
+        )
+    )
+    opts.set_write_buffer_size(max(memory_bytes // 8, 1 << 20))
+    opts.set_compression_type(rocksdict.DBCompressionType.lz4())
+    opts.set_max_background_jobs(2)
+    return opts
+
+
+class _Segment:
+    """A segment's column family and what we know of it without reading it."""
+
+    __slots__ = ("blobs", "cf", "handle", "id", "rows")
+
+    def __init__(self, segment_id: int, cf: rocksdict.Rdict, handle: object) -> None:
+        self.id = segment_id
+        self.cf = cf
+        self.handle = handle
+        self.blobs: list[bytes] = []  # blob keys, oldest first
+        self.rows = 0  # live rows (replaced rows are subtracted)
+
+
+class IndexStore:
+    """A time-windowed index of 64-bit fingerprints with exact Hamming search within k."""
+
+    def __init__(self) -> None:
+        raise TypeError("use IndexStore.open(path, options)")
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        options: IndexOptions = IndexOptions(),  # noqa: B008 - frozen, never mutated
+        *,
+        read_only: bool = False,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> IndexStore:
+        """Create or reopen the index in `path`.
+
+        `read_only` opens without taking the directory's lock (to inspect a running service's
+        index); `clock` returns wall-clock milliseconds and is replaced in tests.
+        """
+        _validate(options)
+        self = object.__new__(cls)
+        self._path = Path(path)
+        self._options = options
+        self._clock = clock
+        self._read_only = read_only
+        self._batch: Batch | None = None
+        self._closed = True
+        self._db = self._open_db(self._path, options, read_only)
+        try:
+            self._load()
+        except BaseException:
+            self._db.close()
+            raise
+        self._closed = False
+        return self
+
+    @classmethod
+    def stored_options(cls, path: str | os.PathLike[str], **overrides: int) -> IndexOptions:
+        """The options an existing index was created with (k, segment width), for tools."""
+        with cls.open(path, IndexOptions(), read_only=True) as store:
+            meta = store._meta
+        return IndexOptions(max_distance=meta.max_distance, segment_ms=meta.segment_ms, **overrides)
+
+    @staticmethod
+    def _open_db(path: Path, options: IndexOptions, read_only: bool) -> rocksdict.Rdict:
+        exists = (path / "CURRENT").exists()
+        if read_only and not exists:
+            raise IndexFormatError(f"no index in {path}: the directory has no RocksDB database")
+        if not exists and path.exists() and any(path.iterdir()):
+            raise IndexFormatError(
+                f"{path} is not empty and holds no index; point the index at an empty directory"
+            )
+        opts = _rocksdb_options(options.memory_bytes)
+        try:
+            names = rocksdict.Rdict.list_cf(str(path)) if exists else ["default"]
+            families = {name: opts for name in names if name != "default"}
+            access = rocksdict.AccessType.read_only() if read_only else None
+            if access is None:
+                return rocksdict.Rdict(str(path), opts, column_families=families)
+            return rocksdict.Rdict(str(path), opts, column_families=families, access_type=access)
+        except Exception as e:
+            if "lock" in str(e).lower():
+                raise IndexLockedError(
+                    f"the index in {path} is in use by another process (RocksDB LOCK is held); "
+                    "stop that process or use another state directory"
+                ) from e
+            raise IndexStoreError(f"cannot open the index in {path}: {e}") from e
+
+    def _load(self) -> None:
+        options = self._options
+        raw_meta = self._db.get(enc.META_KEY)
+        wanted = enc.Meta(
+            options.max_distance,
+            options.segment_ms,
+            # Article generations are whole numbers of segments, so a generation is dropped
+            # only after every segment that can point at its records is dropped.
+            -(-options.retention_ms // options.segment_ms) * options.segment_ms,
+        )
+        if raw_meta is None:
+            if self._read_only:
+                raise IndexFormatError(f"no index in {self._path}: metadata missing")
+            self._db.put(enc.META_KEY, enc.encode_meta(wanted))
+            self._meta = wanted
+        else:
+            self._meta = enc.decode_meta(raw_meta)
+            # A read-only reader just shows what is there, with the k it was built with.
+            if not self._read_only:
+                _check_compatible(self._path, self._meta, wanted)
+        self._layout = choose_layout(self._meta.max_distance, options.expected_articles)
+        self._watermark, self._next_seq, self._commits = enc.decode_state(
+            self._db.get(enc.STATE_KEY)
+        )
+        self._positions: dict[str, int] = {}
+        it = self._db.iter()
+        it.seek(enc.POSITION_PREFIX)
+        while it.valid() and it.key().startswith(enc.POSITION_PREFIX):
+            self._positions[enc.position_name(it.key())] = enc.decode_u64(it.value())
+            it.next()
+        del it
+        self._segments: dict[int, _Segment] = {}
+        self._generations: dict[int, tuple[rocksdict.Rdict, object]] = {}
+        self._tables = SearchTables(self._layout)
+        fps, segs, seqs = [], [], []
+        for name in rocksdict.Rdict.list_cf(str(self._path)):
+            parsed = enc.parse_cf(name)
+            if parsed is None:
+                continue
+            kind, number = parsed
+            cf = self._db.get_column_family(name)
+            handle = self._db.get_column_family_handle(name)
+            if kind == "articles":
+                self._generations[number] = (cf, handle)
+                continue
+            segment = self._segments[number] = _Segment(number, cf, handle)
+            it = cf.iter()
+            it.seek(enc.BLOB_PREFIX)
+            while it.valid() and it.key().startswith(enc.BLOB_PREFIX):
+                f, s = enc.decode_blob(it.value())
+                segment.blobs.append(it.key())
+                segment.rows += len(f)
+                fps.append(f)
+                seqs.append(s)
+                segs.append(np.full(len(f), number, dtype=np.int64))
+                it.next()
+            del it
+        if fps:
+            self._tables.append(np.concatenate(fps), np.concatenate(segs), np.concatenate(seqs))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self._batch is not None:
+            self._batch.abort()
+        self._closed = True
+        self._tables = SearchTables(self._layout)
+        self._segments.clear()
+        self._generations.clear()
+        self._db.close()
+
+    def __enter__(self) -> IndexStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def options(self) -> IndexOptions:
+        return self._options
+
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
+    def get(self, article_id: str) -> ArticleRecord | None:
+        self._check_open()
+        found = self._read_record(article_id)
+        return None if found is None else found[0]
+
+    def positions(self) -> dict[str, int]:
+        return dict(self._positions)
+
+    def watermark_ms(self) -> int | None:
+        return self._watermark
+
+    def stats(self) -> IndexStats:
+        self._check_open()
+        segments = []
+        for sid in sorted(self._segments):
+            seg = self._segments[sid]
+            size = seg.cf.property_int_value("rocksdb.total-sst-files-size") or 0
+            size += seg.cf.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+            start = sid * self._meta.segment_ms
+            segments.append(SegmentStats(sid, start, start + self._meta.segment_ms, seg.rows, size))
+        return IndexStats(
+            max_distance=self._meta.max_distance,
+            layout=self._layout.describe(),
+            segment_ms=self._meta.segment_ms,
+            retention_ms=self._options.retention_ms,
+            watermark_ms=self._watermark,
+            articles=sum(s.articles for s in segments),
+            segments=tuple(segments),
+            disk_bytes=sum(f.stat().st_size for f in self._path.iterdir() if f.is_file()),
+            table_memory_bytes=self._tables.memory_bytes(),
+        )
+
+    # -- expiry ---------------------------------------------------------------------------
+
+    def expire(self, before_ms: int | None = None) -> list[int]:
+        """Drop every segment that ends at or before `before_ms` (default: the window start).
+
+        Whole column families are dropped, so the RocksDB part takes the same time whatever
+        a segment holds; the search tables are then filtered in one pass.
+        """
+        self._check_writable()
+        if self._batch is not None:
+            raise IndexStateError("expire() while a batch is open: commit or abort it first")
+        if before_ms is None:
+            if self._watermark is None:
+                return []
+            before_ms = self._watermark - self._options.retention_ms
+        seg_ms, gen_ms = self._meta.segment_ms, self._meta.generation_ms
+        dropped = sorted(s for s in self._segments if (s + 1) * seg_ms <= before_ms)
+        for sid in dropped:
+            seg = self._segments.pop(sid)
+            # Our references keep the column family alive; release them before dropping.
+            del seg.cf, seg.handle
+            self._db.drop_column_family(enc.segment_cf(sid))
+        for gen in [g for g in self._generations if (g + 1) * gen_ms <= before_ms]:
+            del self._generations[gen]
+            self._db.drop_column_family(enc.articles_cf(gen))
+        self._tables.drop_segments(dropped)
+        return dropped
+
+    # -- writing --------------------------------------------------------------------------
+
+    def begin(self) -> Batch:
+        self._check_writable()
+        if self._batch is not None:
+            raise IndexStateError("a batch is already open: commit or abort it first")
+        self._batch = Batch(self)
+        return self._batch
+
+    # -- internals shared with Batch --------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IndexStateError("the index is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._read_only:
+            raise IndexStateError("the index was opened read-only")
+
+    def _clamp(self, event_time_ms: int) -> tuple[int, bool]:
+        limit = self._clock() + self._options.future_skew_ms
+        return (limit, True) if event_time_ms > limit else (event_time_ms, False)
+
+    def _segment_of(self, event_time_ms: int) -> int:
+        return event_time_ms // self._meta.segment_ms
+
+    def _generation_of(self, storage_time_ms: int) -> int:
+        return storage_time_ms // self._meta.generation_ms
+
+    def _read_record(self, article_id: str) -> tuple[ArticleRecord, int | None, int] | None:
+        """(record, row seq, generation) from the committed article table."""
+        key = article_id.encode()
+        for gen in sorted(self._generations, reverse=True):
+            raw = self._generations[gen][0].get(key)
+            if raw is not None:
+                record, seq = enc.decode_record(article_id, raw)
+                return record, seq, gen
+        return None
+
+    def _read_records(
+        self, article_ids: Sequence[str]
+    ) -> dict[str, tuple[ArticleRecord, int | None, int]]:
+        """Batched `_read_record`: one multi-get per live generation."""
+        found: dict[str, tuple[ArticleRecord, int | None, int]] = {}
+        pending = list(dict.fromkeys(article_ids))
+        for gen in sorted(self._generations, reverse=True):
+            if not pending:
+                break
+            raws = self._generations[gen][0].get([a.encode() for a in pending])
+            missing = []
+            for article_id, raw in zip(pending, raws, strict=True):
+                if raw is None:
+                    missing.append(article_id)
+                else:
+                    record, seq = enc.decode_record(article_id, raw)
+                    found[article_id] = (record, seq, gen)
+            pending = missing
+        return found
+
+    def _resolve_rows(self, rows: np.ndarray) -> list[str | None]:
+        """Article ids of committed rows, by batched gets of their row keys."""
+        ids: list[str | None] = [None] * len(rows)
+        by_segment: dict[int, list[int]] = defaultdict(list)
+        segs = self._tables.seg[rows]
+        for i, sid in enumerate(segs.tolist()):
+            by_segment[sid].append(i)
+        seqs = self._tables.seq[rows].tolist()
+        for sid, positions in by_segment.items():
+            seg = self._segments.get(sid)
+            if seg is None:
+                continue
+            raws = seg.cf.get([enc.row_key(seqs[i]) for i in positions])
+            for i, raw in zip(positions, raws, strict=True):
+                if raw is not None:
+                    ids[i] = raw.decode()
+        return ids
+
+    def _segment_for_write(self, sid: int) -> _Segment:
+        seg = self._segments.get(sid)
+        if seg is None:
+            name = enc.segment_cf(sid)
+            # Creating a column family is durable on its own; after a crash an empty segment
+            # may remain, which holds nothing and is expired like any other.
+            cf = self._db.create_column_family(name, _rocksdb_options(self._options.memory_bytes))
+            seg = self._segments[sid] = _Segment(sid, cf, self._db.get_column_family_handle(name))
+        return seg
+
+    def _generation_for_write(self, gen: int) -> object:
+        if gen not in self._generations:
+            name = enc.articles_cf(gen)
+            cf = self._db.create_column_family(name, _rocksdb_options(self._options.memory_bytes))
+            self._generations[gen] = (cf, self._db.get_column_family_handle(name))
+        return self._generations[gen][1]
+
+
+def _validate(options: IndexOptions) -> None:
+    if not 0 <= options.max_distance < 64:
+        raise IndexStoreError(f"max_distance must be in 0..63, got {options.max_distance}")
+    for name in ("segment_ms", "retention_ms", "expected_articles", "memory_bytes"):
+        if getattr(options, name) <= 0:
+            raise IndexStoreError(f"{name} must be positive, got {getattr(options, name)}")
+    if options.future_skew_ms < 0:
+        raise IndexStoreError(f"future_skew_ms must be >= 0, got {options.future_skew_ms}")
+
+
+def _check_compatible(path: Path, stored: enc.Meta, wanted: enc.Meta) -> None:
+    if stored.max_distance != wanted.max_distance:
+        raise IndexFormatError(
+            f"the index in {path} was built with max_distance={stored.max_distance}, not "
+            f"{wanted.max_distance}; set max_distance back or rebuild the index in a new directory"
+        )
+    if stored.segment_ms != wanted.segment_ms:
+        raise IndexFormatError(
+            f"the index in {path} was built with segments of {stored.segment_ms} ms, not "
+            f"{wanted.segment_ms} ms; set the segment width back or use a new directory"
+        )
+
+
+class Batch:
+    """The changes of one processed batch, visible to its own later searches at once.
+
+    Nothing reaches RocksDB before `commit`, which writes them all in one WriteBatch.
+    """
+
+    def __init__(self, store: IndexStore) -> None:
+        self._store = store
+        self._k = store._meta.max_distance
+        self._open = True
+        self._watermark = store._watermark
+        self._next_seq = store._next_seq
+        # Current records of ids touched or read in this batch: (record, seq, generation).
+        self._pending: dict[str, tuple[ArticleRecord, int | None, int]] = {}
+        self._committed: dict[str, tuple[ArticleRecord, int | None, int] | None] = {}
+        # Old entries replaced in this batch, deleted at commit: (segment, seq) and (gen, id).
+        self._dead_rows: list[tuple[int, int]] = []
+        self._dead_records: list[tuple[int, str]] = []
+        # Rows added in this batch, in insertion order.
+        self._fp = np.empty(256, dtype=np.uint64)
+        self._rows: list[tuple[int, str, int]] = []  # (seq, article_id, segment)
+        self._positions: dict[str, int] = {}
+        # Prefetched committed neighbours: simhash -> [(seq, article_id, distance)].
+        self._hits: dict[int, list[tuple[int, str, int]]] = {}
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def lookup(self, article_id: str) -> ArticleRecord | None:
+        found = self._current(article_id)
+        return None if found is None else found[0]
+
+    def prefetch(self, probes: Sequence[tuple[int, bytes, int]]) -> None:
+        """Search the committed tables for all probes at once and fetch what the hits point at."""
+        self._check()
+        wanted = list(dict.fromkeys(p[0] for p in probes if p[0] not in self._hits))
+        if not wanted:
+            return
+        self._collect(wanted)
+
+    def search(
+        self,
+        simhash: int,
+        content_hash: bytes,
+        event_time_ms: int,
+        *,
+        exclude_id: str | None = None,
+        limit: int = 1,
+    ) -> SearchResult:
+        self._check()
+        store = self._store
+        event_time_ms, clamped = store._clamp(event_time_ms)
+        start = self._window_start()
+        late = start is not None and event_time_ms < start
+        if simhash not in self._hits:
+            self._collect([simhash])
+        candidates = list(self._hits[simhash])
+        if self._rows:
+            n = len(self._rows)
+            close = np.flatnonzero(
+                np.bitwise_count(self._fp[:n] ^ np.uint64(simhash)) <= self._k
+            ).tolist()
+            for i in close:
+                seq, article_id, _ = self._rows[i]
+                candidates.append((seq, article_id, (int(self._fp[i]) ^ simhash).bit_count()))
+        ranked = []
+        for seq, article_id, distance in candidates:
+            if article_id == exclude_id:
+                continue
+            current = self._current(article_id)
+            # A row is live only while its article's current record still points at it.
+            if current is None or current[1] != seq:
+                continue
+            record = current[0]
+            if start is not None and record.event_time_ms < start:
+                continue
+            exact = record.content_hash == content_hash
+            ranked.append(
+                (
+                    (distance, not exact, record.event_time_ms, seq),
+                    Match(article_id, distance, exact, record.event_time_ms, record.cluster_id),
+                )
+            )
+        ranked.sort(key=lambda item: item[0])
+        return SearchResult(
+            matches=tuple(m for _, m in ranked[: max(limit, 0)]),
+            event_time_ms=event_time_ms,
+            late=late,
+            clamped=clamped,
+        )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def put(self, record: ArticleRecord) -> None:
+        """Insert or replace; a record older than the window is kept but not searchable."""
+        self._check()
+        if len(record.content_hash) != 16:
+            raise IndexStoreError(f"content_hash must be 16 bytes, got {len(record.content_hash)}")
+        if not 0 <= record.simhash < 2**64:
+            raise IndexStoreError(f"simhash must be an unsigned 64-bit int, got {record.simhash}")
+        store = self._store
+        event_time_ms, clamped = store._clamp(record.event_time_ms)
+        if clamped:
+            record = dataclasses.replace(record, event_time_ms=event_time_ms)
+        if record.article_id not in self._pending:
+            self._forget_committed(record.article_id)
+        start = self._window_start()
+        late = start is not None and event_time_ms < start
+        storage_time = event_time_ms if start is None else max(event_time_ms, start)
+        gen = store._generation_of(storage_time)
+        seq = None
+        if not late:
+            seq = self._next_seq
+            self._next_seq += 1
+            n = len(self._rows)
+            if n == len(self._fp):
+                self._fp = np.resize(self._fp, 2 * n)
+            self._fp[n] = record.simhash
+            self._rows.append((seq, record.article_id, store._segment_of(event_time_ms)))
+            if self._watermark is None or event_time_ms > self._watermark:
+                self._watermark = event_time_ms
+        self._pending[record.article_id] = (record, seq, gen)
+
+    def set_position(self, key: str, next_offset: int) -> None:
+        self._check()
+        self._positions[key] = next_offset
+
+    def commit(self) -> None:
+        """Write everything of this batch in ONE atomic WriteBatch, then update the caches.
+
+        Order matters: RocksDB first, memory after, so a failed write leaves the caches equal
+        to what is on disk. Rows, article records, deletions of replaced entries, positions and
+        the watermark are all in the same WriteBatch, so a crash never splits them.
+        """
+        self._check()
+        store = self._store
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        commit_no = store._commits + 1
+        by_segment: dict[int, list[int]] = defaultdict(list)
+        for i, (seq, article_id, sid) in enumerate(self._rows):
+            # A row replaced later in this same batch is never written.
+            if self._pending[article_id][1] == seq:
+                by_segment[sid].append(i)
+        merged: dict[int, list[bytes]] = {}
+        for sid, idx in by_segment.items():
+            seg = store._segment_for_write(sid)
+            fps = self._fp[idx]
+            seqs = np.array([self._rows[i][0] for i in idx], dtype=np.uint64)
+            for i in idx:
+                seq, article_id, _ = self._rows[i]
+                wb.put(enc.row_key(seq), article_id.encode(), seg.handle)
+            if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
+                # Fold the segment's older blobs into this one (their rows are in memory).
+                old_rows = store._tables.rows_of_segment(sid)
+                fps = np.concatenate((store._tables.fp[old_rows], fps))
+                seqs = np.concatenate((store._tables.seq[old_rows], seqs))
+                for key in seg.blobs:
+                    wb.delete(key, seg.handle)
+                merged[sid] = []
+            wb.put(enc.blob_key(commit_no), enc.encode_blob(fps, seqs), seg.handle)
+        for sid, seq in self._dead_rows:
+            seg = store._segments.get(sid)
+            if seg is not None:
+                wb.delete(enc.row_key(seq), seg.handle)
+        for gen, article_id in self._dead_records:
+            if gen in store._generations:
+                wb.delete(article_id.encode(), store._generations[gen][1])
+        for article_id, (record, seq, gen) in self._pending.items():
+            handle = store._generation_for_write(gen)
+            wb.put(article_id.encode(), enc.encode_record(record, seq), handle)
+        for key, offset in self._positions.items():
+            wb.put(enc.position_key(key), enc.encode_u64(offset))
+        wb.put(enc.STATE_KEY, enc.encode_state(self._watermark, self._next_seq, commit_no))
+        try:
+            store._db.write(wb)
+        except Exception as e:
+            self._close()
+            raise IndexStoreError(f"writing the batch to RocksDB failed: {e}") from e
+        # Durable: now bring the caches in line.
+        for sid, _ in self._dead_rows:
+            seg = store._segments.get(sid)
+            if seg is not None:
+                seg.rows -= 1
+        for sid, idx in by_segment.items():
+            seg = store._segments[sid]
+            if sid in merged:
+                seg.blobs = []
+            seg.blobs.append(enc.blob_key(commit_no))
+            seg.rows += len(idx)
+        idx = sorted(i for ids in by_segment.values() for i in ids)
+        if idx:
+            store._tables.append(
+                self._fp[idx],
+                np.array([self._rows[i][2] for i in idx], dtype=np.int64),
+                np.array([self._rows[i][0] for i in idx], dtype=np.uint64),
+            )
+        store._positions.update(self._positions)
+        store._watermark = self._watermark
+        store._next_seq = self._next_seq
+        store._commits = commit_no
+        self._close()
+
+    def abort(self) -> None:
+        if self._open:
+            self._close()
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None and self._open:
+            self.commit()
+        else:
+            self.abort()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if not self._open:
+            raise IndexStateError("this batch is finished (committed or aborted)")
+        self._store._check_open()
+
+    def _close(self) -> None:
+        self._open = False
+        if self._store._batch is self:
+            self._store._batch = None
+
+    def _window_start(self) -> int | None:
+        if self._watermark is None:
+            return None
+        return self._watermark - self._store._options.retention_ms
+
+    def _current(self, article_id: str) -> tuple[ArticleRecord, int | None, int] | None:
+        if article_id in self._pending:
+            return self._pending[article_id]
+        if article_id not in self._committed:
+            self._committed[article_id] = self._store._read_record(article_id)
+        return self._committed[article_id]
+
+    def _forget_committed(self, article_id: str) -> None:
+        """Schedule the deletion of the committed row and record this put replaces."""
+        committed = self._current(article_id)
+        if committed is None:
+            return
+        record, seq, gen = committed
+        if seq is not None:
+            self._dead_rows.append((self._store._segment_of(record.event_time_ms), seq))
+        self._dead_records.append((gen, article_id))
+
+    def _collect(self, simhashes: list[int]) -> None:
+        """Committed neighbours of `simhashes`, with their article ids and records fetched."""
+        store = self._store
+        queries = np.array(simhashes, dtype=np.uint64)
+        hits = store._tables.search(queries)
+        ids = store._resolve_rows(hits.row) if len(hits.row) else []
+        unknown = [a for a in ids if a is not None and a not in self._committed]
+        if unknown:
+            found = store._read_records(unknown)
+            for article_id in unknown:
+                self._committed[article_id] = found.get(article_id)
+        for simhash in simhashes:
+            self._hits[simhash] = []
+        seqs = store._tables.seq[hits.row].tolist()
+        for q, article_id, seq, d in zip(
+            hits.query.tolist(), ids, seqs, hits.distance.tolist(), strict=True
+        ):
+            if article_id is not None:
+                self._hits[simhashes[q]].append((seq, article_id, d))

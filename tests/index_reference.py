@@ -1,0 +1,105 @@
+"""A brute-force model of the index's semantics, for property tests against the real one.
+
+Plain dicts and a linear scan: slow and obviously right.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, replace
+
+from indexstore import ArticleRecord, IndexOptions, Match, SearchResult
+
+
+@dataclass
+class ReferenceIndex:
+    options: IndexOptions
+    now_ms: int
+    # article id -> (record, seq or None when not searchable, storage generation)
+    records: dict[str, tuple[ArticleRecord, int | None, int]] = field(default_factory=dict)
+    watermark: int | None = None
+    next_seq: int = 0
+
+    @property
+    def generation_ms(self) -> int:
+        s = self.options.segment_ms
+        return -(-self.options.retention_ms // s) * s
+
+    def snapshot(self) -> ReferenceIndex:
+        return copy.deepcopy(self)
+
+    def window_start(self) -> int | None:
+        return None if self.watermark is None else self.watermark - self.options.retention_ms
+
+    def clamp(self, t: int) -> tuple[int, bool]:
+        limit = self.now_ms + self.options.future_skew_ms
+        return (limit, True) if t > limit else (t, False)
+
+    def search(
+        self,
+        simhash: int,
+        content_hash: bytes,
+        t: int,
+        exclude_id: str | None = None,
+        limit: int = 1,
+    ) -> SearchResult:
+        t, clamped = self.clamp(t)
+        start = self.window_start()
+        ranked = []
+        for article_id, (rec, seq, _) in self.records.items():
+            if seq is None or article_id == exclude_id:
+                continue
+            if start is not None and rec.event_time_ms < start:
+                continue
+            d = (rec.simhash ^ simhash).bit_count()
+            if d > self.options.max_distance:
+                continue
+            exact = rec.content_hash == content_hash
+            ranked.append(
+                (
+                    (d, not exact, rec.event_time_ms, seq),
+                    Match(article_id, d, exact, rec.event_time_ms, rec.cluster_id),
+                )
+            )
+        ranked.sort(key=lambda x: x[0])
+        return SearchResult(
+            tuple(m for _, m in ranked[:limit]),
+            t,
+            start is not None and t < start,
+            clamped,
+        )
+
+    def put(self, record: ArticleRecord) -> None:
+        t, clamped = self.clamp(record.event_time_ms)
+        if clamped:
+            record = replace(record, event_time_ms=t)
+        start = self.window_start()
+        late = start is not None and t < start
+        storage = t if start is None else max(t, start)
+        seq = None
+        if not late:
+            seq = self.next_seq
+            self.next_seq += 1
+            self.watermark = t if self.watermark is None else max(self.watermark, t)
+        self.records[record.article_id] = (record, seq, storage // self.generation_ms)
+
+    def lookup(self, article_id: str) -> ArticleRecord | None:
+        found = self.records.get(article_id)
+        return None if found is None else found[0]
+
+    def expire(self, before_ms: int | None) -> list[int]:
+        if before_ms is None:
+            if self.watermark is None:
+                return []
+            before_ms = self.watermark - self.options.retention_ms
+        seg = self.options.segment_ms
+        dropped = set()
+        for article_id, (rec, seq, gen) in list(self.records.items()):
+            if (gen + 1) * self.generation_ms <= before_ms:
+                del self.records[article_id]
+                continue
+            sid = rec.event_time_ms // seg
+            if seq is not None and (sid + 1) * seg <= before_ms:
+                self.records[article_id] = (rec, None, gen)
+                dropped.add(sid)
+        return sorted(dropped)

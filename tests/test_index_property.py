@@ -1,0 +1,141 @@
+"""The index against a brute-force scan: random programs of batches, expiry and reopening."""
+
+from __future__ import annotations
+
+import tempfile
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+from index_reference import ReferenceIndex
+
+from indexstore import ArticleRecord, IndexOptions, IndexStore
+
+NOW_MS = 20_000
+SEGMENT_MS = 1_000
+RETENTION_MS = 5_000
+SKEW_MS = 2_000
+
+# Near-duplicates cluster around a few centres, so distances near k are common (adversarial);
+# the rest are uniform.
+CENTRES = (0x0123_4567_89AB_CDEF, 0xFFFF_FFFF_0000_0000, 0, 0xFFFF_FFFF_FFFF_FFFF)
+
+
+@st.composite
+def fingerprints(draw: st.DrawFn) -> int:
+    if draw(st.integers(0, 4)) == 0:
+        return draw(st.integers(0, 2**64 - 1))
+    centre = draw(st.sampled_from(CENTRES))
+    bits = draw(st.sets(st.integers(0, 63), max_size=12))
+    for b in bits:
+        centre ^= 1 << b
+    return centre
+
+
+content_hashes = st.sampled_from([bytes([i]) * 16 for i in range(3)])
+times = st.integers(0, NOW_MS + 2 * SKEW_MS)
+ids = st.sampled_from([f"a{i}" for i in range(12)])
+
+put_op = st.tuples(st.just("put"), ids, fingerprints(), content_hashes, times)
+search_op = st.tuples(
+    st.just("search"),
+    fingerprints(),
+    content_hashes,
+    times,
+    st.one_of(st.none(), ids),
+    st.sampled_from([1, 3, 100]),
+)
+batch_step = st.tuples(
+    st.just("batch"),
+    st.lists(st.one_of(put_op, search_op), max_size=12),
+    st.booleans(),  # commit (else abort)
+    st.booleans(),  # prefetch the batch's searches first
+)
+expire_step = st.tuples(st.just("expire"), st.one_of(st.none(), st.integers(0, NOW_MS)))
+reopen_step = st.tuples(st.just("reopen"))
+steps = st.lists(
+    st.one_of(batch_step, batch_step, batch_step, expire_step, reopen_step), max_size=12
+)
+
+
+def record(article_id: str, simhash: int, content_hash: bytes, t: int) -> ArticleRecord:
+    return ArticleRecord(
+        article_id=article_id,
+        simhash=simhash,
+        content_hash=content_hash,
+        event_time_ms=t,
+        cluster_id="c-" + article_id,
+        decision="unique",
+        matched_id=None,
+        distance=None,
+        late=False,
+        payload=article_id.encode(),
+    )
+
+
+def run_program(k: int, expected: int, program: list) -> None:
+    options = IndexOptions(
+        max_distance=k,
+        segment_ms=SEGMENT_MS,
+        retention_ms=RETENTION_MS,
+        future_skew_ms=SKEW_MS,
+        expected_articles=expected,
+        memory_bytes=8 << 20,
+    )
+    ref = ReferenceIndex(options, NOW_MS)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
+        try:
+            for step in program:
+                if step[0] == "batch":
+                    _, ops, commit, prefetch = step
+                    before = ref.snapshot()
+                    batch = store.begin()
+                    if prefetch:
+                        batch.prefetch([(op[1], op[2], op[3]) for op in ops if op[0] == "search"])
+                    for op in ops:
+                        if op[0] == "put":
+                            _, article_id, fp, ch, t = op
+                            assert batch.lookup(article_id) == ref.lookup(article_id)
+                            batch.put(record(article_id, fp, ch, t))
+                            ref.put(record(article_id, fp, ch, t))
+                        else:
+                            _, fp, ch, t, exclude, limit = op
+                            got = batch.search(fp, ch, t, exclude_id=exclude, limit=limit)
+                            assert got == ref.search(fp, ch, t, exclude, limit)
+                    if commit:
+                        batch.commit()
+                    else:
+                        batch.abort()
+                        ref = before
+                elif step[0] == "expire":
+                    store.expire(step[1])
+                    ref.expire(step[1])
+                else:
+                    store.close()
+                    store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
+                assert store.watermark_ms() == ref.watermark
+                for article_id in ref.records:
+                    assert store.get(article_id) == ref.lookup(article_id)
+            # A final sweep: every centre and its neighbourhood against the reference.
+            batch = store.begin()
+            for centre in CENTRES:
+                for flip in range(0, 64, 5):
+                    fp = centre ^ ((1 << flip) - 1)
+                    got = batch.search(fp, b"\0" * 16, NOW_MS, limit=100)
+                    assert got == ref.search(fp, b"\0" * 16, NOW_MS, None, 100)
+            batch.abort()
+        finally:
+            store.close()
+
+
+# expected_articles picks the layout: small n -> plain scan, large n -> pigeonhole tables.
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.integers(0, 10), expected=st.sampled_from([10, 10**5, 10**7]), program=steps)
+def test_index_equals_brute_force(k: int, expected: int, program: list) -> None:
+    run_program(k, expected, program)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.sampled_from([3, 6]), program=steps)
+def test_index_equals_brute_force_with_tables(k: int, program: list) -> None:
+    run_program(k, 10**7, program)
