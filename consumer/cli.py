@@ -16,6 +16,8 @@ from indexstore.errors import IndexStoreError
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
+    "fingerprint",
+    "build_idf",
     "bench",
     "eval",
 )
