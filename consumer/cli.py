@@ -18,6 +18,7 @@ from indexstore.errors import IndexStoreError
 COMMAND_MODULES = (
     "fingerprint",
     "build_idf",
+    "index",
     "bench",
     "eval",
 )

@@ -8,6 +8,7 @@ import importlib
 # Order is the order shown in --help.
 BENCH_MODULES = (
     "fingerprint",
+    "index",
 )
 
 

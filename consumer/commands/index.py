@@ -1,0 +1,104 @@
+"""`newsdedup index stats|get|expire --state DIR`: inspect and expire the index on disk."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from consumer.config import parse_duration_ms
+from consumer.errors import InputError
+from consumer.parsing import format_time_ms, parse_event_time_ms
+from indexstore import IndexStore
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("index", help="inspect the index: segments, counts, articles")
+    sub = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+
+    stats = sub.add_parser(
+        "stats",
+        help="segments with time ranges, article counts, bytes on disk, k and layout",
+        description="Opens the index read-only, so it works while the service runs.",
+    )
+    _state(stats)
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+    stats.set_defaults(handler=run_stats)
+
+    get = sub.add_parser("get", help="print one article's record as JSON")
+    get.add_argument("article_id", metavar="ID")
+    _state(get)
+    get.set_defaults(handler=run_get)
+
+    expire = sub.add_parser(
+        "expire",
+        help="drop whole segments older than TIME (default: older than the window)",
+        description="Needs the index to itself: stop the service first.",
+    )
+    _state(expire)
+    expire.add_argument(
+        "--before", metavar="TIME", help="ISO-8601 or epoch ms; segments ending before it go"
+    )
+    expire.add_argument(
+        "--retention",
+        default="72h",
+        help="window used when --before is absent: drop what ends before watermark - "
+        "retention (default 72h)",
+    )
+    expire.set_defaults(handler=run_expire)
+
+
+def _state(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", metavar="DIR", required=True, help="the index directory")
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    with IndexStore.open(args.state, read_only=True) as store:
+        stats = store.stats()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(stats), indent=2))
+        return 0
+    wm = "none" if stats.watermark_ms is None else format_time_ms(stats.watermark_ms)
+    print(f"k={stats.max_distance}  layout: {stats.layout}")
+    print(f"segment width {stats.segment_ms} ms, watermark {wm}")
+    print(
+        f"{stats.articles:,} articles in {len(stats.segments)} segments, "
+        f"{stats.disk_bytes:,} bytes on disk, {stats.table_memory_bytes:,} bytes of tables"
+    )
+    if stats.segments:
+        print(f"{'segment':>10}  {'start':<20}  {'end':<20}  {'articles':>10}  {'bytes':>12}")
+    for s in stats.segments:
+        print(
+            f"{s.segment_id:>10}  {format_time_ms(s.start_ms):<20}  "
+            f"{format_time_ms(s.end_ms):<20}  {s.articles:>10,}  {s.bytes:>12,}"
+        )
+    return 0
+
+
+def run_get(args: argparse.Namespace) -> int:
+    with IndexStore.open(args.state, read_only=True) as store:
+        record = store.get(args.article_id)
+    if record is None:
+        print(f"newsdedup: no article {args.article_id!r} in {args.state}", file=sys.stderr)
+        return 1
+    doc = dataclasses.asdict(record)
+    doc["simhash"] = f"{record.simhash:016x}"
+    doc["content_hash"] = record.content_hash.hex()
+    doc["event_time"] = format_time_ms(record.event_time_ms)
+    doc["payload"] = record.payload.decode("utf-8", errors="backslashreplace")
+    print(json.dumps(doc, ensure_ascii=False, indent=2))
+    return 0
+
+
+def run_expire(args: argparse.Namespace) -> int:
+    try:
+        before = None if args.before is None else parse_event_time_ms(args.before)
+        retention = parse_duration_ms(args.retention)
+    except ValueError as e:
+        raise InputError(str(e)) from e
+    options = IndexStore.stored_options(args.state, retention_ms=retention)
+    with IndexStore.open(args.state, options) as store:
+        dropped = store.expire(before)
+    print(f"dropped {len(dropped)} segments" + (f": {dropped}" if dropped else ""))
+    return 0
