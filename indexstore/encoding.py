@@ -17,8 +17,8 @@ column family ``articles.<gen>`` (article table; gen = storage_time // generatio
     article id (UTF-8) -> record:
         >B version(1) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
         (2**64-1: not in the search tables) | >b distance (-1: none) | >B flags
-        (bit 0 late, bit 1 matched_id present) | then three >H length-prefixed UTF-8
-        strings decision, cluster_id, matched_id | payload (the rest)
+        (bit 0 late, bit 1 matched_id present) | >HHH lengths of the UTF-8 strings
+        decision, cluster_id, matched_id | the three strings | payload (the rest)
 
 A row is one article's entry in the search tables; `seq` numbers rows in insertion order,
 never reused. Blobs are little-endian so numpy reads them without copying; keys are
@@ -52,7 +52,7 @@ ARTICLES_CF_PREFIX = "articles."
 _STATE = struct.Struct(">qQQ")
 _U64 = struct.Struct(">Q")
 _RECORD_HEAD = struct.Struct(">BQ16sqQbB")
-_LEN = struct.Struct(">H")
+_LENGTHS = struct.Struct(">HHH")
 _RECORD_VERSION = 1
 _FLAG_LATE = 1
 _FLAG_MATCHED = 2
@@ -167,30 +167,28 @@ def decode_blob(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
     return simhashes, seqs
 
 
-def _string(value: str) -> bytes:
-    raw = value.encode()
-    return _LEN.pack(len(raw)) + raw
-
-
 def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
     flags = (_FLAG_LATE if record.late else 0) | (
         _FLAG_MATCHED if record.matched_id is not None else 0
     )
-    head = _RECORD_HEAD.pack(
-        _RECORD_VERSION,
-        record.simhash,
-        record.content_hash,
-        record.event_time_ms,
-        NO_SEQ if seq is None else seq,
-        -1 if record.distance is None else record.distance,
-        flags,
-    )
+    decision = record.decision.encode()
+    cluster = record.cluster_id.encode()
+    matched = record.matched_id.encode() if record.matched_id is not None else b""
     return b"".join(
         (
-            head,
-            _string(record.decision),
-            _string(record.cluster_id),
-            _string(record.matched_id or ""),
+            _RECORD_HEAD.pack(
+                _RECORD_VERSION,
+                record.simhash,
+                record.content_hash,
+                record.event_time_ms,
+                NO_SEQ if seq is None else seq,
+                -1 if record.distance is None else record.distance,
+                flags,
+            ),
+            _LENGTHS.pack(len(decision), len(cluster), len(matched)),
+            decision,
+            cluster,
+            matched,
             record.payload,
         )
     )
@@ -201,14 +199,12 @@ def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | Non
     version, simhash, content_hash, event_time, seq, distance, flags = _RECORD_HEAD.unpack_from(raw)
     if version != _RECORD_VERSION:
         raise IndexFormatError(f"article record version {version} is not supported")
-    pos = _RECORD_HEAD.size
-    strings = []
-    for _ in range(3):
-        (n,) = _LEN.unpack_from(raw, pos)
-        pos += 2
-        strings.append(raw[pos : pos + n].decode())
-        pos += n
-    decision, cluster_id, matched_id = strings
+    a, b, c = _LENGTHS.unpack_from(raw, _RECORD_HEAD.size)
+    pos = _RECORD_HEAD.size + _LENGTHS.size
+    decision = raw[pos : pos + a].decode()
+    cluster_id = raw[pos + a : pos + a + b].decode()
+    matched_id = raw[pos + a + b : pos + a + b + c].decode()
+    pos += a + b + c
     record = ArticleRecord(
         article_id=article_id,
         simhash=simhash,

@@ -125,8 +125,7 @@ class IndexStore:
             meta = store._meta
         return IndexOptions(max_distance=meta.max_distance, segment_ms=meta.segment_ms, **overrides)
 
-    @staticmethod
-    def _open_db(path: Path, options: IndexOptions, read_only: bool) -> rocksdict.Rdict:
+    def _open_db(self, path: Path, options: IndexOptions, read_only: bool) -> rocksdict.Rdict:
         exists = (path / "CURRENT").exists()
         if read_only and not exists:
             raise IndexFormatError(f"no index in {path}: the directory has no RocksDB database")
@@ -135,6 +134,7 @@ class IndexStore:
                 f"{path} is not empty and holds no index; point the index at an empty directory"
             )
         opts = _rocksdb_options(options.memory_bytes)
+        self._rocksdb_opts = opts  # shared by every column family: one cache, one budget
         try:
             names = rocksdict.Rdict.list_cf(str(path)) if exists else ["default"]
             families = {name: opts for name in names if name != "default"}
@@ -207,6 +207,7 @@ class IndexStore:
                 segs.append(np.full(len(f), number, dtype=np.int64))
                 it.next()
             del it
+        self._gen_order = self._generation_order()
         if fps:
             self._tables.append(np.concatenate(fps), np.concatenate(segs), np.concatenate(seqs))
 
@@ -219,6 +220,7 @@ class IndexStore:
         self._tables = SearchTables(self._layout)
         self._segments.clear()
         self._generations.clear()
+        self._gen_order = []
         self._db.close()
 
     def __enter__(self) -> IndexStore:
@@ -298,6 +300,7 @@ class IndexStore:
             self._db.drop_column_family(enc.segment_cf(sid))
         for gen in [g for g in self._generations if (g + 1) * gen_ms <= before_ms]:
             del self._generations[gen]
+            self._gen_order = self._generation_order()
             self._db.drop_column_family(enc.articles_cf(gen))
         self._tables.drop_segments(dropped)
         return dropped
@@ -322,21 +325,21 @@ class IndexStore:
         if self._read_only:
             raise IndexStateError("the index was opened read-only")
 
-    def _clamp(self, event_time_ms: int) -> tuple[int, bool]:
-        limit = self._clock() + self._options.future_skew_ms
-        return (limit, True) if event_time_ms > limit else (event_time_ms, False)
-
     def _segment_of(self, event_time_ms: int) -> int:
         return event_time_ms // self._meta.segment_ms
 
     def _generation_of(self, storage_time_ms: int) -> int:
         return storage_time_ms // self._meta.generation_ms
 
+    def _generation_order(self) -> list[tuple[int, rocksdict.Rdict]]:
+        """Live generations, newest first (an article's latest record is usually there)."""
+        return [(g, self._generations[g][0]) for g in sorted(self._generations, reverse=True)]
+
     def _read_record(self, article_id: str) -> tuple[ArticleRecord, int | None, int] | None:
         """(record, row seq, generation) from the committed article table."""
         key = article_id.encode()
-        for gen in sorted(self._generations, reverse=True):
-            raw = self._generations[gen][0].get(key)
+        for gen, cf in self._gen_order:
+            raw = cf.get(key)
             if raw is not None:
                 record, seq = enc.decode_record(article_id, raw)
                 return record, seq, gen
@@ -348,10 +351,10 @@ class IndexStore:
         """Batched `_read_record`: one multi-get per live generation."""
         found: dict[str, tuple[ArticleRecord, int | None, int]] = {}
         pending = list(dict.fromkeys(article_ids))
-        for gen in sorted(self._generations, reverse=True):
+        for gen, cf in self._gen_order:
             if not pending:
                 break
-            raws = self._generations[gen][0].get([a.encode() for a in pending])
+            raws = cf.get([a.encode() for a in pending])
             missing = []
             for article_id, raw in zip(pending, raws, strict=True):
                 if raw is None:
@@ -386,15 +389,16 @@ class IndexStore:
             name = enc.segment_cf(sid)
             # Creating a column family is durable on its own; after a crash an empty segment
             # may remain, which holds nothing and is expired like any other.
-            cf = self._db.create_column_family(name, _rocksdb_options(self._options.memory_bytes))
+            cf = self._db.create_column_family(name, self._rocksdb_opts)
             seg = self._segments[sid] = _Segment(sid, cf, self._db.get_column_family_handle(name))
         return seg
 
     def _generation_for_write(self, gen: int) -> object:
         if gen not in self._generations:
             name = enc.articles_cf(gen)
-            cf = self._db.create_column_family(name, _rocksdb_options(self._options.memory_bytes))
+            cf = self._db.create_column_family(name, self._rocksdb_opts)
             self._generations[gen] = (cf, self._db.get_column_family_handle(name))
+            self._gen_order = self._generation_order()
         return self._generations[gen][1]
 
 
@@ -439,12 +443,19 @@ class Batch:
         # Old entries replaced in this batch, deleted at commit: (segment, seq) and (gen, id).
         self._dead_rows: list[tuple[int, int]] = []
         self._dead_records: list[tuple[int, str]] = []
-        # Rows added in this batch, in insertion order.
-        self._fp = np.empty(256, dtype=np.uint64)
+        # Clamping uses one "now" per batch, so a batch's answers do not drift with its length.
+        self._time_limit = store._clock() + store._options.future_skew_ms
+        # Rows added in this batch, in insertion order, and their fingerprints.
         self._rows: list[tuple[int, str, int]] = []  # (seq, article_id, segment)
+        self._row_fp: list[int] = []
+        self._rows_by_fp: dict[int, list[int]] = defaultdict(list)
         self._positions: dict[str, int] = {}
         # Prefetched committed neighbours: simhash -> [(seq, article_id, distance)].
         self._hits: dict[int, list[tuple[int, str, int]]] = {}
+        # Prefetched probes -> the probes within k of them, so a search finds this batch's
+        # own rows by dict lookups instead of a scan; rows of other fingerprints are scanned.
+        self._neighbours: dict[int, list[int]] = {}
+        self._unprobed: list[int] = []
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -459,6 +470,19 @@ class Batch:
         if not wanted:
             return
         self._collect(wanted)
+        probed = list(dict.fromkeys([*self._neighbours, *wanted]))
+        # The probes among themselves, with the store's own layout: O(q log q), not O(q²).
+        among = SearchTables(self._store._layout)
+        among.append(
+            np.array(probed, dtype=np.uint64),
+            np.zeros(len(probed), dtype=np.int64),
+            np.arange(len(probed), dtype=np.uint64),
+        )
+        hits = among.search(np.array(probed, dtype=np.uint64))
+        self._neighbours = {fp: [] for fp in probed}
+        for q, r in zip(hits.query.tolist(), hits.row.tolist(), strict=True):
+            self._neighbours[probed[q]].append(probed[r])
+        self._unprobed = [i for i, fp in enumerate(self._row_fp) if fp not in self._neighbours]
 
     def search(
         self,
@@ -470,21 +494,30 @@ class Batch:
         limit: int = 1,
     ) -> SearchResult:
         self._check()
-        store = self._store
-        event_time_ms, clamped = store._clamp(event_time_ms)
+        clamped = event_time_ms > self._time_limit
+        if clamped:
+            event_time_ms = self._time_limit
         start = self._window_start()
         late = start is not None and event_time_ms < start
         if simhash not in self._hits:
             self._collect([simhash])
         candidates = list(self._hits[simhash])
         if self._rows:
-            n = len(self._rows)
-            close = np.flatnonzero(
-                np.bitwise_count(self._fp[:n] ^ np.uint64(simhash)) <= self._k
-            ).tolist()
+            rows, row_fp = self._rows, self._row_fp
+            neighbours = self._neighbours.get(simhash)
+            if neighbours is None:
+                close = np.flatnonzero(
+                    np.bitwise_count(np.array(row_fp, dtype=np.uint64) ^ np.uint64(simhash))
+                    <= self._k
+                ).tolist()
+            else:
+                close = [i for fp in neighbours for i in self._rows_by_fp.get(fp, ())]
+                close.extend(
+                    i for i in self._unprobed if (row_fp[i] ^ simhash).bit_count() <= self._k
+                )
             for i in close:
-                seq, article_id, _ = self._rows[i]
-                candidates.append((seq, article_id, (int(self._fp[i]) ^ simhash).bit_count()))
+                seq, article_id, _ = rows[i]
+                candidates.append((seq, article_id, (row_fp[i] ^ simhash).bit_count()))
         ranked = []
         for seq, article_id, distance in candidates:
             if article_id == exclude_id:
@@ -521,8 +554,9 @@ class Batch:
         if not 0 <= record.simhash < 2**64:
             raise IndexStoreError(f"simhash must be an unsigned 64-bit int, got {record.simhash}")
         store = self._store
-        event_time_ms, clamped = store._clamp(record.event_time_ms)
-        if clamped:
+        event_time_ms = record.event_time_ms
+        if event_time_ms > self._time_limit:
+            event_time_ms = self._time_limit
             record = dataclasses.replace(record, event_time_ms=event_time_ms)
         if record.article_id not in self._pending:
             self._forget_committed(record.article_id)
@@ -535,9 +569,10 @@ class Batch:
             seq = self._next_seq
             self._next_seq += 1
             n = len(self._rows)
-            if n == len(self._fp):
-                self._fp = np.resize(self._fp, 2 * n)
-            self._fp[n] = record.simhash
+            self._row_fp.append(record.simhash)
+            self._rows_by_fp[record.simhash].append(n)
+            if record.simhash not in self._neighbours:
+                self._unprobed.append(n)
             self._rows.append((seq, record.article_id, store._segment_of(event_time_ms)))
             if self._watermark is None or event_time_ms > self._watermark:
                 self._watermark = event_time_ms
@@ -564,9 +599,10 @@ class Batch:
             if self._pending[article_id][1] == seq:
                 by_segment[sid].append(i)
         merged: dict[int, list[bytes]] = {}
+        all_fp = np.array(self._row_fp, dtype=np.uint64)
         for sid, idx in by_segment.items():
             seg = store._segment_for_write(sid)
-            fps = self._fp[idx]
+            fps = all_fp[idx]
             seqs = np.array([self._rows[i][0] for i in idx], dtype=np.uint64)
             for i in idx:
                 seq, article_id, _ = self._rows[i]
@@ -612,7 +648,7 @@ class Batch:
         idx = sorted(i for ids in by_segment.values() for i in ids)
         if idx:
             store._tables.append(
-                self._fp[idx],
+                all_fp[idx],
                 np.array([self._rows[i][2] for i in idx], dtype=np.int64),
                 np.array([self._rows[i][0] for i in idx], dtype=np.uint64),
             )
