@@ -16,6 +16,9 @@ from indexstore.errors import IndexStoreError
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
+    "run",
+    "check",
+    "produce",
     "fingerprint",
     "build_idf",
     "index",

@@ -6,10 +6,11 @@ Pure functions (bytes in, `Article` or `Invalid` out) so they run in the worker 
 
 from __future__ import annotations
 
+import email.utils
 import json
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from consumer.config import InputConfig
@@ -18,6 +19,7 @@ from consumer.config import InputConfig
 _MIN_EVENT_MS = 0
 _MAX_EVENT_MS = int(datetime(2200, 1, 1, tzinfo=UTC).timestamp() * 1000)
 MAX_ID_CHARS = 512
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class InvalidReason(StrEnum):
@@ -119,7 +121,7 @@ def _article_from_object(
             f"both {fields.title_field!r} and {fields.content_field!r} are empty",
         )
     published = obj.get(fields.published_at_field)
-    if published is None:
+    if published is None or published == "":
         event_time_ms = fallback_time_ms
     else:
         try:
@@ -137,34 +139,59 @@ def _article_from_object(
     )
 
 
+# Besides ISO-8601 and RFC 2822 (RSS), layouts seen in real feeds and archives.
+_EXTRA_LAYOUTS = (
+    "%d-%b-%Y %H:%M:%S.%f",  # 26-FEB-1987 15:14:36.41 (wire archives)
+    "%d-%b-%Y %H:%M:%S",
+    "%Y/%m/%d %H:%M:%S",
+    "%Y/%m/%d %H:%M",
+    "%Y/%m/%d",
+    "%Y年%m月%d日 %H:%M",
+    "%Y年%m月%d日",
+)
+
+
 def parse_event_time_ms(value: object) -> int:
-    """ISO-8601 (a zone-less time is UTC; a date alone is its midnight UTC) or epoch
-    milliseconds, as a number or a string of digits."""
+    """ISO-8601, RFC 2822 or a few common layouts (a zone-less time is UTC; a date alone is its
+    midnight UTC), or epoch milliseconds as a number or a string of digits."""
     if isinstance(value, bool):
-        raise ValueError("expected ISO-8601 text or epoch milliseconds, got a boolean")
+        raise ValueError("expected a date-time text or epoch milliseconds, got a boolean")
     if isinstance(value, int | float):
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"not a finite number: {value}")
         ms = int(value)
     elif isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
-            ms = int(text)
-        else:
-            try:
-                parsed = datetime.fromisoformat(text)
-            except ValueError:
-                raise ValueError(f"not ISO-8601 or epoch milliseconds: {text[:60]!r}") from None
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=UTC)
-            ms = int(parsed.timestamp() * 1000)
+        ms = int(text) if text.isdigit() else _parse_date_text(text)
     else:
         raise ValueError(
-            f"expected ISO-8601 text or epoch milliseconds, got {type(value).__name__}"
+            f"expected a date-time text or epoch milliseconds, got {type(value).__name__}"
         )
     if not _MIN_EVENT_MS <= ms < _MAX_EVENT_MS:
         raise ValueError(f"{ms} ms is outside 1970..2200 (seconds given as milliseconds?)")
     return ms
+
+
+def _parse_date_text(text: str) -> int:
+    parsed: datetime | None = None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            for layout in _EXTRA_LAYOUTS:
+                try:
+                    parsed = datetime.strptime(text, layout)
+                    break
+                except ValueError:
+                    continue
+    if parsed is None:
+        raise ValueError(f"not a date-time or epoch milliseconds: {text[:60]!r}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    # Integer arithmetic: timestamp() * 1000 would turn .41 s into 409 ms.
+    return (parsed - _EPOCH) // timedelta(milliseconds=1)
 
 
 def format_time_ms(ms: int) -> str:

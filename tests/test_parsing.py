@@ -42,8 +42,8 @@ def test_valid_article_keeps_fields_and_event_time():
 
 
 def test_missing_published_at_uses_the_kafka_timestamp():
-    a = parse({"id": "a1", "content": "C"})
-    assert a.event_time_ms == KAFKA_TS
+    assert parse({"id": "a1", "content": "C"}).event_time_ms == KAFKA_TS
+    assert parse({"id": "a1", "content": "C", "published_at": ""}).event_time_ms == KAFKA_TS
 
 
 def test_field_names_are_configurable():
@@ -92,6 +92,10 @@ def test_tombstone_is_rejected():
         ("2022-01-05T08:30:00Z", "2022-01-05T08:30:00Z"),
         (1_700_000_000_123, "2023-11-14T22:13:20.123Z"),
         ("1700000000123", "2023-11-14T22:13:20.123Z"),
+        ("26-FEB-1987 15:14:36.41", "1987-02-26T15:14:36.410Z"),
+        ("Tue, 10 Jun 2025 04:00:00 +0200", "2025-06-10T02:00:00Z"),
+        ("2022/01/05 08:30:00", "2022-01-05T08:30:00Z"),
+        ("2022年1月5日", "2022-01-05T00:00:00Z"),
     ],
 )
 def test_event_time_formats(value, expected):

@@ -1,0 +1,224 @@
+"""Driving a real `newsdedup run` process against the test broker, and reading what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    input: str
+    output: str
+    dlq: str
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+    partition: int
+    offset: int
+
+    def json(self) -> dict:
+        return json.loads(self.value)
+
+
+class ServiceProcess:
+    """One `newsdedup run` subprocess configured only through NEWSDEDUP_* variables."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics,
+        state_dir: Path,
+        log_path: Path,
+        *,
+        group_id: str,
+        delivery: str = "at_least_once",
+        **options: str,
+    ) -> None:
+        self.metrics_port = free_port()
+        self.log_path = log_path
+        self.env = {
+            **os.environ,
+            "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "NEWSDEDUP_KAFKA_INPUT_TOPIC": topics.input,
+            "NEWSDEDUP_KAFKA_OUTPUT_TOPIC": topics.output,
+            "NEWSDEDUP_KAFKA_DLQ_TOPIC": topics.dlq,
+            "NEWSDEDUP_KAFKA_GROUP_ID": group_id,
+            "NEWSDEDUP_KAFKA_DELIVERY": delivery,
+            "NEWSDEDUP_INDEX_PATH": str(state_dir),
+            "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
+            "NEWSDEDUP_SERVICE_WORKERS": "1",
+            # The corpora are years old; a window that reaches back that far keeps them live.
+            "NEWSDEDUP_INDEX_RETENTION": "36500d",
+            "NEWSDEDUP_INDEX_SEGMENT": "30d",
+            **{f"NEWSDEDUP_{k.upper()}": v for k, v in options.items()},
+        }
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> ServiceProcess:
+        log = self.log_path.open("a")
+        self.process = subprocess.Popen(
+            [NEWSDEDUP, "run"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        return self
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=timeout)
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        self.process = None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}{path}", timeout=5
+            ) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def __enter__(self) -> ServiceProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.kill()
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    values: Iterable[bytes | dict],
+    key_field: str = "id",
+    partition: int | None = None,
+) -> int:
+    """Produce values (dicts are JSON-encoded and keyed by their id) and wait for delivery."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 10, "enable.idempotence": True}
+    )
+    failures = []
+    count = 0
+    for value in values:
+        if isinstance(value, dict):
+            key = value.get(key_field)
+            key = key.encode() if isinstance(key, str) else None
+            value = json.dumps(value, ensure_ascii=False).encode()
+        else:
+            key = None
+        kwargs = {} if partition is None else {"partition": partition}
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    on_delivery=lambda e, m: e and failures.append(e),
+                    **kwargs,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+        count += 1
+    assert producer.flush(60) == 0
+    assert not failures, failures
+    return count
+
+
+def read_all(
+    bootstrap: str,
+    topic: str,
+    *,
+    expected: int,
+    timeout: float = 120.0,
+    settle: float = 3.0,
+    read_committed: bool = True,
+) -> list[Record]:
+    """Read `topic` from the start until at least `expected` records arrived and nothing new
+    came for `settle` seconds (so extra, doubled records are seen too)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        }
+    )
+    consumer.subscribe([topic])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    last_new = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            batch = consumer.consume(1000, 0.5)
+            for m in batch:
+                if m.error():
+                    continue
+                records.append(
+                    Record(m.key(), m.value(), dict(m.headers() or []), m.partition(), m.offset())
+                )
+                last_new = time.monotonic()
+            if len(records) >= expected and time.monotonic() - last_new >= settle:
+                break
+    finally:
+        consumer.close()
+    return records
+
+
+def committed_offsets(bootstrap: str, group_id: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return [tp.offset for tp in tps]
+    finally:
+        consumer.close()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
