@@ -679,9 +679,9 @@ class Batch:
     # -- internals ------------------------------------------------------------------------
 
     def _check(self) -> None:
+        # Closing the store aborts its open batch, so this one flag covers both.
         if not self._open:
-            raise IndexStateError("this batch is finished (committed or aborted)")
-        self._store._check_open()
+            raise IndexStateError("this batch is finished (committed or aborted), or closed")
 
     def _close(self) -> None:
         self._open = False
