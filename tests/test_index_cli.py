@@ -1,0 +1,70 @@
+"""`newsdedup index stats|get|expire` on a real index directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from consumer.cli import main
+from indexstore import ArticleRecord, IndexOptions, IndexStore
+
+HOUR = 3_600_000
+T0 = 1_800_000_000_000 - 1_800_000_000_000 % HOUR
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    options = IndexOptions(max_distance=4, memory_bytes=8 << 20)
+    with (
+        IndexStore.open(tmp_path, options, clock=lambda: T0 + 100 * HOUR) as store,
+        store.begin() as batch,
+    ):
+        for h in range(3):
+            batch.put(
+                ArticleRecord(
+                    f"a{h}",
+                    0xABC << h,
+                    b"\1" * 16,
+                    T0 + h * HOUR,
+                    f"a{h}",
+                    "unique",
+                    None,
+                    None,
+                    False,
+                    b"src",
+                )
+            )
+    return tmp_path
+
+
+def test_stats(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["index", "stats", "--state", str(state), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["max_distance"] == 4 and doc["articles"] == 3
+    assert [s["start_ms"] for s in doc["segments"]] == [T0, T0 + HOUR, T0 + 2 * HOUR]
+    assert main(["index", "stats", "--state", str(state)]) == 0
+    out = capsys.readouterr().out
+    assert "k=4" in out and "3 articles in 3 segments" in out
+
+
+def test_get(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["index", "get", "a1", "--state", str(state)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["simhash"] == f"{0xABC << 1:016x}" and doc["payload"] == "src"
+    assert main(["index", "get", "nope", "--state", str(state)]) == 1
+
+
+def test_expire(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = str(T0 + 2 * HOUR)
+    assert main(["index", "expire", "--state", str(state), "--before", before]) == 0
+    assert "dropped 2 segments" in capsys.readouterr().out
+    with IndexStore.open(state, read_only=True) as store:
+        assert [s.start_ms for s in store.stats().segments] == [T0 + 2 * HOUR]
+
+
+def test_not_an_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["index", "stats", "--state", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("newsdedup: error: no index in") and err.count("\n") == 1
