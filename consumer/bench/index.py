@@ -117,14 +117,15 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
     planted_distance = dict(zip(planted.tolist(), distances.tolist(), strict=True))
 
     store = IndexStore.open(workdir, options, clock=lambda: clock_ms)
-    fp_list = fps.tolist()
-    time_list = times.tolist()
     started = time.perf_counter()
     with Progress("load", total=n, unit="articles") as progress:
         for lo in range(0, n, 10_000):
+            hi = min(n, lo + 10_000)
+            # Python ints only per batch: lists of all N would dwarf the index in RSS.
+            fp_list, time_list = fps[lo:hi].tolist(), times[lo:hi].tolist()
             batch = store.begin()
-            for i in range(lo, min(n, lo + 10_000)):
-                batch.put(_record(i, fp_list[i], time_list[i]))
+            for i in range(lo, hi):
+                batch.put(_record(i, fp_list[i - lo], time_list[i - lo]))
             batch.commit()
             progress.advance(min(n, lo + 10_000) - lo)
     load_seconds = time.perf_counter() - started
@@ -140,18 +141,19 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
     with Progress("check+insert", total=ops, unit="articles") as progress:
         for lo in range(n, total, bsize):
             hi = min(total, lo + bsize)
+            fp_list, time_list = fps[lo:hi].tolist(), times[lo:hi].tolist()
             batch = store.begin()
             t0 = time.perf_counter()
-            batch.prefetch([(fp_list[i], CONTENT, time_list[i]) for i in range(lo, hi)])
+            batch.prefetch([(fp_list[i - lo], CONTENT, time_list[i - lo]) for i in range(lo, hi)])
             share = (time.perf_counter() - t0) / (hi - lo)
             for i in range(lo, hi):
                 t1 = time.perf_counter()
                 article_id = f"a{i}"
                 known = batch.lookup(article_id)
-                result = batch.search(fp_list[i], CONTENT, time_list[i], limit=1000)
+                result = batch.search(fp_list[i - lo], CONTENT, time_list[i - lo], limit=1000)
                 check_ms.append((time.perf_counter() - t1 + share) * 1000)
                 if known is None:
-                    batch.put(_record(i, fp_list[i], result.event_time_ms))
+                    batch.put(_record(i, fp_list[i - lo], result.event_time_ms))
                 if i in planted_source and planted_distance[i] <= k:
                     want = f"a{planted_source[i]}"
                     found_planted += any(m.article_id == want for m in result.matches)
