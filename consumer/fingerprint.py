@@ -98,9 +98,12 @@ class Fingerprinter:
         content = self._normalize(content[:limit])
         content_hash = mmh3.hash_bytes(f"{title}\n{content}".encode(), seed=0, x64arch=True)
 
-        counts = self._terms.count(content)
-        if title:
-            title_weight = self.options.title_weight
+        title_weight = self.options.title_weight
+        if title_weight == 1.0:
+            # The space keeps title and content words apart, so this equals counting each.
+            counts = self._terms.count(f"{title} {content}")
+        else:
+            counts = self._terms.count(content)
             for term, n in self._terms.count(title).items():
                 counts[term] = counts.get(term, 0) + title_weight * n
         n = len(counts)

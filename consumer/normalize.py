@@ -20,7 +20,6 @@ _INVISIBLE = re.compile(
     "[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u180e\u200b-\u200f\u202a-\u202e"
     "\u2060-\u2064\ufeff\ufffd\ud800-\udfff]+"
 )
-_WHITESPACE = re.compile(r"\s+")
 
 # Elements whose body is not text: dropped up to their closing tag.
 _RAW_ELEMENTS = ("script", "style", "noscript", "template", "iframe", "svg", "math", "head")
@@ -134,10 +133,14 @@ class Normalizer:
         self._t2s = opencc.OpenCC("t2s").convert if convert_traditional else None
 
     def __call__(self, text: str) -> str:
-        text = strip_html(text)
-        # After HTML: entities may decode to invisible characters (&#8203;, &#xfeff;).
-        text = _INVISIBLE.sub("", text)
+        # Whitespace is collapsed first so that `isprintable()` (0.5 µs) can tell that a text
+        # holds no invisible character, sparing the regex scan (20 µs) for nearly every article.
+        text = " ".join(strip_html(text).split())
+        if not text.isprintable():
+            # After HTML: entities may decode to invisible characters (&#8203;, &#xfeff;).
+            text = _INVISIBLE.sub("", text)
         text = nfkc(text).casefold()
         if self._t2s is not None:
             text = self._t2s(text)
-        return _WHITESPACE.sub(" ", text).strip()
+        # Again: NFKC turns some characters into spaces (U+3000) and removals leave pairs.
+        return " ".join(text.split())
