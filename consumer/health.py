@@ -21,7 +21,8 @@ class HealthState:
     index_open: bool = False
     broker_reachable: bool = False
     assigned: int = 0
-    reason: str = "starting"
+    # What the service waits for before it has partitions: shown by /readyz meanwhile.
+    waiting_for: str = "the input topic"
 
     def turn(self) -> None:
         self.last_turn = time.monotonic()
@@ -38,7 +39,7 @@ class HealthState:
         if not self.broker_reachable:
             return False, "broker not reachable"
         if self.assigned == 0:
-            return False, "no input partitions assigned"
+            return False, f"no input partitions assigned: waiting for {self.waiting_for}"
         return True, "ok"
 
 

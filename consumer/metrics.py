@@ -1,10 +1,19 @@
-"""The service's Prometheus metrics (names fixed by DESIGN.md), in a registry of their own."""
+"""The service's Prometheus metrics (names fixed by DESIGN.md), in a registry of their own.
+
+Besides the pipeline's figures: memory and CPU of this process and of its child processes
+(the fingerprinting pool), so a dashboard shows what the whole service costs.
+"""
 
 from __future__ import annotations
 
+import os
 import platform
+from collections.abc import Iterator
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from consumer import __version__
 
@@ -78,11 +87,6 @@ class Metrics:
             "Articles older than the window: checked, not indexed",
             registry=r,
         )
-        self.redeliveries = Counter(
-            "newsdedup_redelivered",
-            "Articles answered from the article table (same id and text)",
-            registry=r,
-        )
         self.batch_retries = Counter(
             "newsdedup_batch_retries",
             "Batches rewound and retried after an output failure",
@@ -96,3 +100,59 @@ class Metrics:
         self.ready = Gauge("newsdedup_ready", "1 when /readyz answers 200", registry=r)
         self.build_info = Info("newsdedup_build", "Version of newsdedup and Python", registry=r)
         self.build_info.info({"version": __version__, "python": platform.python_version()})
+        # newsdedup_process_{cpu_seconds_total,resident_memory_bytes,...} of this process only
+        ProcessCollector(namespace="newsdedup", registry=r)
+        r.register(ChildProcessCollector())
+
+
+class ChildProcessCollector(Collector):
+    """CPU and resident memory summed over this process's children, read from /proc at scrape
+    time: the worker pool costs the hot path nothing, and a pool that the multiprocessing
+    module restarts is still counted. Yields nothing where /proc is missing (not Linux).
+
+    The CPU sum drops when a child exits; Prometheus's rate() takes that as a counter reset.
+    """
+
+    _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        if not Path("/proc/self/stat").exists():
+            return
+        count, cpu_s, rss = 0, 0.0, 0
+        for pid in _child_pids():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue  # exited between listing and reading
+            # Fields after the parenthesised command name, which may itself hold spaces.
+            fields = stat.rpartition(")")[2].split()
+            count += 1
+            cpu_s += (int(fields[11]) + int(fields[12])) / self._TICKS  # utime, stime
+            rss += int(fields[21]) * self._PAGE
+        yield GaugeMetricFamily(
+            "newsdedup_child_processes",
+            "Child processes of the service (fingerprinting workers and their helpers)",
+            value=count,
+        )
+        yield CounterMetricFamily(
+            "newsdedup_child_cpu_seconds",
+            "User and system CPU time of the live child processes, summed",
+            value=cpu_s,
+        )
+        yield GaugeMetricFamily(
+            "newsdedup_child_resident_memory_bytes",
+            "Resident memory of the child processes, summed",
+            value=rss,
+        )
+
+
+def _child_pids() -> set[int]:
+    # Every thread's list: the pool's handler thread, not the main one, replaces dead workers.
+    pids: set[int] = set()
+    for children in Path("/proc/self/task").glob("*/children"):
+        try:
+            pids.update(int(p) for p in children.read_text().split())
+        except OSError:
+            continue  # the thread ended meanwhile
+    return pids

@@ -106,6 +106,10 @@ class Service:
                     self._serve(store, analyzer)
                 finally:
                     self.health.index_open = False
+        except Exception as e:
+            # One structured line for log pipelines; the CLI still tells the user.
+            log_event(log, logging.ERROR, "stopping on error", error=f"{type(e).__name__}: {e}")
+            raise
         finally:
             self.http.stop()
         log_event(log, logging.INFO, "stopped")
@@ -150,8 +154,9 @@ class Service:
                 partitions = topic_partitions(admin, self.config.kafka.input_topic, timeout=5.0)
                 self.health.broker_reachable = True
                 if partitions:
+                    self.health.waiting_for = "a partition assignment"
                     return partitions
-                self.health.reason = "input topic missing"
+                self.health.waiting_for = f"the input topic {self.config.kafka.input_topic!r}"
                 log_event(
                     log,
                     logging.WARNING,
@@ -336,6 +341,8 @@ class Service:
         # Nothing is in flight here: every batch was completed before this poll.
         self.health.assigned = 0
         self.metrics.assigned_partitions.set(0)
+        # Eager assignment revokes everything; another instance now reports these partitions.
+        self.metrics.consumer_lag.clear()
         log_event(
             log,
             logging.INFO,
@@ -346,6 +353,7 @@ class Service:
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.health.assigned = 0
         self.metrics.assigned_partitions.set(0)
+        self.metrics.consumer_lag.clear()
         log_event(
             log,
             logging.WARNING,
@@ -369,7 +377,8 @@ class Service:
         for topic, t in stats.get("topics", {}).items():
             for pid, p in t.get("partitions", {}).items():
                 lag = p.get("consumer_lag", -1)
-                if pid != "-1" and lag >= 0:
+                # Only partitions being fetched: stats keep stale figures for revoked ones.
+                if pid != "-1" and lag >= 0 and p.get("fetch_state") == "active":
                     self.metrics.consumer_lag.labels(topic, pid).set(lag)
 
     def _raise_if_fatal(self) -> None:
