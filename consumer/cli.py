@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "index",
     "bench",
     "eval",
+    "sample_feed",
 )
 
 
