@@ -9,6 +9,7 @@ import importlib
 BENCH_MODULES = (
     "fingerprint",
     "index",
+    "pipeline",
 )
 
 

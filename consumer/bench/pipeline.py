@@ -1,0 +1,383 @@
+"""`newsdedup bench pipeline`: the whole service against a real broker, per delivery mode.
+
+Two measurements per mode, each on fresh topics and a fresh index:
+- full speed: N articles preloaded, then the service started; throughput is N over the time
+  from its first to its last decision (startup excluded, all processes included);
+- fixed rate: articles produced at R per second while the service runs; latency is each
+  decision's Kafka timestamp minus its input message's Kafka timestamp (both CreateTime).
+Peak RSS sums the service and its worker processes, sampled from /proc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from consumer.corpus import open_bytes
+from consumer.errors import NewsdedupError
+from consumer.progress import Progress
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    delivery: str
+    mode: str  # "full_speed" or "rate=R/s"
+    articles: int
+    decided: int
+    seconds: float
+    articles_per_s: float
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    peak_rss_mib: float
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "pipeline",
+        help="end-to-end throughput and latency of `newsdedup run` on a real broker",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", required=True, help="articles, JSONL or .jsonl.gz")
+    p.add_argument("--limit", type=int, default=20_000, help="articles for the full-speed run")
+    p.add_argument("--rate", type=float, default=1000.0, help="offered articles/s (0 = skip)")
+    p.add_argument("--rate-seconds", type=float, default=20.0, help="length of the fixed-rate run")
+    p.add_argument(
+        "--delivery",
+        default="at_least_once,exactly_once",
+        help="comma-separated delivery modes (default both)",
+    )
+    p.add_argument("--partitions", type=int, default=3, help="input topic partitions")
+    p.add_argument("--workers", type=int, default=0, help="fingerprinting processes (0 = cores)")
+    p.add_argument("--bootstrap-servers", help="an existing broker (default: start a private one)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.set_defaults(handler=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    values = _load(args.data, args.limit + int(args.rate * args.rate_seconds))
+    if len(values) < args.limit:
+        raise NewsdedupError(f"{args.data} has only {len(values)} articles")
+    results: list[RunResult] = []
+    with _broker(args.bootstrap_servers) as bootstrap:
+        for delivery in args.delivery.split(","):
+            results.append(_full_speed(bootstrap, values[: args.limit], delivery, args))
+            if args.rate > 0:
+                results.append(_fixed_rate(bootstrap, values[args.limit :], delivery, args))
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        _print_table(results, args)
+    return 0
+
+
+def _load(path: str, n: int) -> list[bytes]:
+    """The first `n` lines that the service will decide (an id and some text), so every run
+    knows how many decisions to wait for."""
+    values = []
+    with open_bytes(path) as f:
+        for line in f:
+            try:
+                article = json.loads(line)
+            except ValueError:
+                continue
+            if article.get("id") and (article.get("title") or article.get("content")):
+                values.append(line.rstrip(b"\r\n"))
+            if len(values) >= n:
+                break
+    return values
+
+
+class _broker:
+    """The given bootstrap, or a private scripts/kafka-local broker for the benchmark's life."""
+
+    def __init__(self, bootstrap: str | None) -> None:
+        self.bootstrap = bootstrap
+        self.env: dict[str, str] | None = None
+
+    def __enter__(self) -> str:
+        if self.bootstrap:
+            return self.bootstrap
+        script = REPO / "scripts" / "kafka-local"
+        if not script.exists():
+            raise NewsdedupError("no --bootstrap-servers given and scripts/kafka-local not found")
+        port = _free_port()
+        self._dir = tempfile.TemporaryDirectory(prefix="newsdedup-bench-kafka-")
+        self.env = {
+            **os.environ,
+            "KAFKA_PORT": str(port),
+            "KAFKA_CONTROLLER_PORT": str(_free_port()),
+            "KAFKA_DATA_DIR": self._dir.name,
+            "KAFKA_HEAP": "-Xmx1g",
+            "PYTHON": sys.executable,
+        }
+        out = subprocess.run([str(script), "start"], env=self.env, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise NewsdedupError(f"could not start a broker: {out.stderr.strip()[-500:]}")
+        return out.stdout.strip().splitlines()[-1]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.env is not None:
+            subprocess.run(
+                [str(REPO / "scripts" / "kafka-local"), "stop"], env=self.env, capture_output=True
+            )
+            self._dir.cleanup()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _topics(bootstrap: str, partitions: int) -> tuple[str, str, str]:
+    run = uuid.uuid4().hex[:8]
+    names = (f"bench-{run}.in", f"bench-{run}.out", f"bench-{run}.dlq")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [
+            NewTopic(names[0], partitions, 1),
+            NewTopic(names[1], partitions, 1),
+            NewTopic(names[2], 1, 1),
+        ]
+    )
+    for f in futures.values():
+        f.result(30)
+    return names
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0.0) -> None:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )
+    started = time.monotonic()
+    for i, value in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=str(i).encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+        if rate > 0:
+            ahead = (i + 1) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+    producer.flush(60)
+
+
+class _Service:
+    """`newsdedup run` as a subprocess, with its peak RSS (parent + workers) sampled."""
+
+    def __init__(
+        self, bootstrap: str, topics: tuple[str, str, str], delivery: str, workers: int, state: str
+    ) -> None:
+        env = {
+            **os.environ,
+            "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "NEWSDEDUP_KAFKA_INPUT_TOPIC": topics[0],
+            "NEWSDEDUP_KAFKA_OUTPUT_TOPIC": topics[1],
+            "NEWSDEDUP_KAFKA_DLQ_TOPIC": topics[2],
+            "NEWSDEDUP_KAFKA_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
+            "NEWSDEDUP_KAFKA_DELIVERY": delivery,
+            "NEWSDEDUP_INDEX_PATH": state,
+            "NEWSDEDUP_INDEX_RETENTION": "36500d",
+            "NEWSDEDUP_INDEX_SEGMENT": "30d",
+            "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{_free_port()}",
+            "NEWSDEDUP_SERVICE_WORKERS": str(workers),
+            "NEWSDEDUP_LOG_LEVEL": "WARNING",
+        }
+        newsdedup = str(Path(sys.executable).parent / "newsdedup")
+        self.process = subprocess.Popen([newsdedup, "run"], env=env, stderr=subprocess.PIPE)
+        self.peak_rss = 0
+        self._sampling = True
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _sample(self) -> None:
+        while self._sampling:
+            self.peak_rss = max(self.peak_rss, _tree_rss(self.process.pid))
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._sampling = False
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        if self.process.returncode not in (0, None, -9):
+            err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+            raise NewsdedupError(f"the service exited with {self.process.returncode}: {err[-800:]}")
+
+
+def _tree_rss(pid: int) -> int:
+    """RSS in bytes of `pid` and its children (one level: the worker pool)."""
+    total = 0
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(c) for c in children]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
+
+
+def _read_decisions(
+    bootstrap: str, topic: str, expected: int, timeout: float, label: str
+) -> dict[str, int]:
+    """Article key → the decision's Kafka timestamp (ms), until `expected` are in."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-reader-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen: dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    with Progress(label, total=expected, unit="decisions") as progress:
+        while len(seen) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 0.5):
+                if m.error():
+                    continue
+                article_id = json.loads(m.value())["id"]
+                if article_id not in seen:
+                    seen[article_id] = m.timestamp()[1]
+                    progress.advance()
+    consumer.close()
+    return seen
+
+
+def _input_times(bootstrap: str, topic: str, expected: int) -> dict[str, int]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-input-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    times: dict[str, int] = {}
+    deadline = time.monotonic() + 120
+    while len(times) < expected and time.monotonic() < deadline:
+        for m in consumer.consume(1000, 0.5):
+            if not m.error():
+                times[json.loads(m.value())["id"]] = m.timestamp()[1]
+    consumer.close()
+    return times
+
+
+def _full_speed(
+    bootstrap: str, values: list[bytes], delivery: str, args: argparse.Namespace
+) -> RunResult:
+    topics = _topics(bootstrap, args.partitions)
+    _produce(bootstrap, topics[0], values)
+    with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
+        service = _Service(bootstrap, topics, delivery, args.workers, state)
+        try:
+            decided = _read_decisions(
+                bootstrap, topics[1], len(values), 900, f"{delivery} full speed"
+            )
+        finally:
+            service.stop()
+    stamps = sorted(decided.values())
+    seconds = max((stamps[-1] - stamps[0]) / 1000, 1e-3) if stamps else 0.0
+    return RunResult(
+        delivery,
+        "full_speed",
+        len(values),
+        len(decided),
+        round(seconds, 2),
+        round(len(decided) / seconds, 1) if seconds else 0.0,
+        None,
+        None,
+        round(service.peak_rss / 2**20, 1),
+    )
+
+
+def _fixed_rate(
+    bootstrap: str, values: list[bytes], delivery: str, args: argparse.Namespace
+) -> RunResult:
+    topics = _topics(bootstrap, args.partitions)
+    with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
+        service = _Service(bootstrap, topics, delivery, args.workers, state)
+        try:
+            # Let it join the group before the clock starts, so startup is not counted as latency.
+            _produce(bootstrap, topics[0], values[:1])
+            _read_decisions(bootstrap, topics[1], 1, 120, f"{delivery} warm-up")
+            rest = values[1:]
+            producer = threading.Thread(
+                target=_produce, args=(bootstrap, topics[0], rest, args.rate)
+            )
+            started = time.monotonic()
+            producer.start()
+            decided = _read_decisions(
+                bootstrap, topics[1], len(values), 900, f"{delivery} at {args.rate:.0f}/s"
+            )
+            producer.join()
+            seconds = time.monotonic() - started
+        finally:
+            service.stop()
+    produced = _input_times(bootstrap, topics[0], len(values))
+    latencies = sorted(decided[k] - produced[k] for k in decided if k in produced)
+    return RunResult(
+        delivery,
+        f"rate={args.rate:.0f}/s",
+        len(values),
+        len(decided),
+        round(seconds, 2),
+        round(len(decided) / seconds, 1),
+        _percentile(latencies, 0.50),
+        _percentile(latencies, 0.99),
+        round(service.peak_rss / 2**20, 1),
+    )
+
+
+def _percentile(sorted_values: list[int], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    return float(sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))])
+
+
+def _print_table(results: list[RunResult], args: argparse.Namespace) -> None:
+    workers = args.workers or os.cpu_count()
+    print(f"bench pipeline: {args.data}, partitions={args.partitions}, workers={workers}")
+    print(
+        f"{'delivery':<14} {'mode':<14} {'articles':>8} {'decided':>8} {'seconds':>8} "
+        f"{'articles/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>12}"
+    )
+    for r in results:
+        p50 = "-" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.0f}"
+        p99 = "-" if r.latency_p99_ms is None else f"{r.latency_p99_ms:.0f}"
+        print(
+            f"{r.delivery:<14} {r.mode:<14} {r.articles:>8} {r.decided:>8} {r.seconds:>8.1f} "
+            f"{r.articles_per_s:>10.0f} {p50:>8} {p99:>8} {r.peak_rss_mib:>12.0f}"
+        )
