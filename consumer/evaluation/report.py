@@ -118,7 +118,7 @@ def plot(feed: FeedSummary, scores: Sequence[Scores], path: str | Path) -> None:
         left.scatter(s.recall, s.precision, s=60)
         left.annotate(s.system, (s.recall, s.precision), textcoords="offset points", xytext=(6, 4))
     low = min([0.5] + [v for s in ok for v in (s.precision, s.recall) if v is not None])
-    left.set(xlim=(low - 0.02, 1.01), ylim=(low - 0.02, 1.01), xlabel="recall", ylabel="precision")
+    left.set(xlim=(low - 0.02, 1.06), ylim=(low - 0.02, 1.03), xlabel="recall", ylabel="precision")
     left.set_title("precision / recall")
     left.grid(alpha=0.3)
     width = 0.8 / max(len(ok), 1)
@@ -128,10 +128,10 @@ def plot(feed: FeedSummary, scores: Sequence[Scores], path: str | Path) -> None:
         ]  # fmt: skip
         right.bar([x + i * width for x in range(len(kinds))], values, width, label=s.system)
     right.set_xticks([x + width * (len(ok) - 1) / 2 for x in range(len(kinds))], kinds)
-    right.tick_params(axis="x", rotation=45)
+    plt.setp(right.get_xticklabels(), rotation=35, ha="right")
     right.set(ylim=(0, 1.05), ylabel="recall")
     right.set_title("recall by kind of pair")
-    right.legend(loc="lower left")
+    right.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(
         f"{Path(feed.data).name}: {feed.corpus_articles:,} articles + "
         f"{feed.edited_copies:,} edited copies"
