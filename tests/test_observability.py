@@ -5,6 +5,7 @@ answer correctly before assignment, while running and after the broker is gone."
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import shutil
@@ -21,9 +22,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from service_support import ServiceProcess, Topics, free_port, produce, wait_until
 
+from consumer.logs import log_event, setup_logging
+from consumer.metrics import Metrics
 from consumer.samplefeed import generate_feed
-
-pytestmark = pytest.mark.kafka
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = REPO_ROOT / "config" / "grafana" / "dashboards" / "newsdedup.json"
@@ -128,6 +129,7 @@ def valid_count(feed: list[dict]) -> int:
     return sum(1 for m in feed if m.get("id") and (m.get("title") or "").strip())
 
 
+@pytest.mark.kafka
 def test_every_dashboard_query_returns_data_from_a_real_run(
     kafka_bootstrap, new_topic, tmp_path, prometheus_factory
 ):
@@ -180,6 +182,7 @@ def test_every_dashboard_query_returns_data_from_a_real_run(
         assert not failures, "\n".join(failures) + "\n\nservice log:\n" + service.log()[-3000:]
 
 
+@pytest.mark.kafka
 def test_health_before_assignment_while_running_and_after_the_broker_stops(kafka_local, tmp_path):
     bootstrap = kafka_local.start()
     name = uuid.uuid4().hex[:8]
@@ -213,3 +216,48 @@ def test_health_before_assignment_while_running_and_after_the_broker_stops(kafka
         assert status(service, "/healthz") == 200
         assert service.running()
         print(f"not ready {time.monotonic() - stopped:.1f}s after the broker stopped")
+
+
+# name as exposed → type, for every metric DESIGN.md fixes (base units, counters in _total)
+DESIGN_METRICS = {
+    "newsdedup_articles_total": "counter",
+    "newsdedup_invalid_total": "counter",
+    "newsdedup_process_seconds": "histogram",
+    "newsdedup_stage_seconds": "histogram",
+    "newsdedup_match_distance": "histogram",
+    "newsdedup_index_articles": "gauge",
+    "newsdedup_index_segments": "gauge",
+    "newsdedup_index_disk_bytes": "gauge",
+    "newsdedup_segments_expired_total": "counter",
+    "newsdedup_consumer_lag": "gauge",
+    "newsdedup_event_lag_seconds": "gauge",
+    "newsdedup_late_articles_total": "counter",
+    "newsdedup_build_info": "gauge",
+}
+
+
+def test_every_design_metric_is_exported_with_its_type() -> None:
+    families = {}
+    for family in Metrics().registry.collect():
+        # prometheus-client names a counter family without _total and an Info with _info
+        name = family.name + {"counter": "_total", "info": "_info"}.get(family.type, "")
+        families[name] = "gauge" if family.type == "info" else family.type
+
+    for name, kind in DESIGN_METRICS.items():
+        assert families.get(name) == kind, f"{name}: {families.get(name)}, expected {kind}"
+    assert all(name.startswith("newsdedup_") for name in families)
+
+
+def test_json_log_lines_keep_fields_apart(capsys) -> None:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    setup_logging("INFO", "json")
+    try:
+        log_event(logging.getLogger("newsdedup.test"), logging.INFO, "partitions assigned", n=3)
+        line = json.loads(capsys.readouterr().err)
+    finally:
+        # pytest's own handlers come back; ours wrote to capsys's stream, closed after the test
+        root.handlers[:], root.level = handlers, level
+    assert line["event"] == "partitions assigned"
+    assert line["n"] == 3
+    assert line["level"] == "INFO"
