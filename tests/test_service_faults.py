@@ -10,7 +10,7 @@ import pytest
 from service_support import ServiceProcess, Topics, produce, read_all, wait_until
 
 from consumer.corpus import iter_jsonl, shared_data_dir
-from indexstore import IndexStore
+from indexstore import IndexOptions, IndexStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -80,7 +80,8 @@ def test_sigkill_loses_nothing_and_doubles_nothing(kafka_bootstrap, topics, tmp_
         changed = [i for i, ds in decisions.items() if any(d != ds[0] for d in ds)]
         assert not changed, f"re-emitted decisions differ, e.g. {decisions[changed[0]]}"
 
-    with IndexStore.open(state) as store:
+    options = IndexOptions(segment_ms=30 * 86_400_000, retention_ms=36_500 * 86_400_000)
+    with IndexStore.open(state, options) as store:
         assert store.stats().articles == len(ids)
         for article_id in rng.sample(sorted(ids), 500):
             record = store.get(article_id)
