@@ -44,26 +44,39 @@ class Checkpoint:
             producer.init_transactions(60.0)
 
     def complete(self, decided: DecidedBatch, offsets: Sequence[TopicPartition]) -> None:
-        """Make the batch durable in protocol order; raises OutputFailed when outputs were
-        not delivered (the index write stands: a retry re-emits from it)."""
+        """Make the batch durable in protocol order, adding each step's time to the batch's
+        stage_seconds; raises OutputFailed when outputs were not delivered (the index write
+        stands: a retry re-emits from it)."""
+        stages = decided.stage_seconds
+        t0 = time.perf_counter()
         decided.index_batch.commit()  # 1
+        t1 = time.perf_counter()
+        stages["index"] = stages.get("index", 0.0) + (t1 - t0)
         if self.transactional:
             self._complete_transaction(decided, offsets)
         else:
             self._produce(decided)  # 2
             self._flush()
+            t2 = time.perf_counter()
             self._commit_offsets(offsets)  # 3
+            t3 = time.perf_counter()
+            stages["produce"] = t2 - t1
+            stages["commit"] = t3 - t2
 
     def _complete_transaction(
         self, decided: DecidedBatch, offsets: Sequence[TopicPartition]
     ) -> None:
         try:
+            t1 = time.perf_counter()
             self.producer.begin_transaction()
             self._produce(decided)  # 2
+            t2 = time.perf_counter()
             self.producer.send_offsets_to_transaction(  # 3
                 list(offsets), self.consumer.consumer_group_metadata(), 30.0
             )
             self._commit_transaction()
+            decided.stage_seconds["produce"] = t2 - t1
+            decided.stage_seconds["commit"] = time.perf_counter() - t2
         except KafkaException as e:
             error: KafkaError = e.args[0]
             if error.fatal():

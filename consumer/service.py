@@ -233,7 +233,6 @@ class Service:
         polled_at: float,
     ) -> bool:
         decided = pipeline.decide(messages)
-        t0 = time.perf_counter()
         try:
             checkpoint.complete(decided, _next_offsets(messages))
         except OutputFailed as e:
@@ -247,17 +246,13 @@ class Service:
             )
             _rewind(consumer, messages)
             return False
-        durable = time.perf_counter()
-        self._record(decided, polled_at, durable, durable - t0)
+        self._record(decided, polled_at, time.perf_counter())
         return True
 
-    def _record(
-        self, decided: DecidedBatch, polled_at: float, durable: float, commit_s: float
-    ) -> None:
+    def _record(self, decided: DecidedBatch, polled_at: float, durable: float) -> None:
         m = self.metrics
         for stage, seconds in decided.stage_seconds.items():
             m.stage_seconds.labels(stage).observe(seconds)
-        m.stage_seconds.labels("commit").observe(commit_s)
         m.batch_size.observe(len(decided.outcomes))
         latest_event = None
         for outcome in decided.outcomes:
