@@ -24,21 +24,34 @@ MAX_TABLES = 300
 MAX_TABLE_BYTES_PER_ARTICLE = 256  # beyond this, memory at millions of articles is out of reach
 
 
+_U64 = np.uint64
+
+
 @dataclass(frozen=True, slots=True)
-class KeyPart:
-    """Bits [shift, shift + width) of the fingerprint, placed at `out_shift` in the key."""
+class BlockMove:
+    """Bits [shift, shift + width) of the fingerprint go to bits [to, to + width)."""
 
     shift: int
     width: int
-    out_shift: int
+    to: int
 
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """One permuted table: its key is the concatenation of the kept blocks."""
+    """One permuted table: a bit permutation that puts its kept blocks on top.
 
-    parts: tuple[KeyPart, ...]
+    Tables hold permuted fingerprints sorted by their top `key_bits` (the key), so a probe
+    is a range search and a candidate's distance is popcount(permuted query ^ entry): a
+    permutation of bit positions preserves Hamming distance.
+    """
+
+    moves: tuple[BlockMove, ...]
     key_bits: int
+    rotation: int | None  # when the permutation is a plain left rotation (kept blocks adjacent)
+
+    @property
+    def key_shift(self) -> int:
+        return FINGERPRINT_BITS - self.key_bits
 
     @property
     def key_dtype(self) -> np.dtype:
@@ -48,13 +61,31 @@ class Table:
             return np.dtype(np.uint32)
         return np.dtype(np.uint64)
 
-    def keys(self, fingerprints: np.ndarray) -> np.ndarray:
-        """Table keys of a uint64 array of fingerprints."""
-        key = np.zeros(fingerprints.shape, dtype=np.uint64)
-        for p in self.parts:
-            mask = np.uint64((1 << p.width) - 1)
-            key |= ((fingerprints >> np.uint64(p.shift)) & mask) << np.uint64(p.out_shift)
-        return key.astype(self.key_dtype, copy=False)
+    def permute(self, fingerprints: np.ndarray) -> np.ndarray:
+        if self.rotation is not None:
+            return _rotate_left(fingerprints, self.rotation)
+        out = np.zeros(fingerprints.shape, dtype=_U64)
+        for m in self.moves:
+            out |= ((fingerprints >> _U64(m.shift)) & _U64((1 << m.width) - 1)) << _U64(m.to)
+        return out
+
+    def unpermute(self, permuted: np.ndarray) -> np.ndarray:
+        if self.rotation is not None:
+            return _rotate_left(permuted, (FINGERPRINT_BITS - self.rotation) % FINGERPRINT_BITS)
+        out = np.zeros(permuted.shape, dtype=_U64)
+        for m in self.moves:
+            out |= ((permuted >> _U64(m.to)) & _U64((1 << m.width) - 1)) << _U64(m.shift)
+        return out
+
+    def keys(self, permuted: np.ndarray) -> np.ndarray:
+        """The table key (top key_bits) of permuted fingerprints."""
+        return (permuted >> _U64(self.key_shift)).astype(self.key_dtype)
+
+
+def _rotate_left(values: np.ndarray, r: int) -> np.ndarray:
+    if r == 0:
+        return values.copy()
+    return (values << _U64(r)) | (values >> _U64(FINGERPRINT_BITS - r))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +108,8 @@ class Layout:
 
     @property
     def table_bytes_per_article(self) -> int:
-        # a key plus a uint32 row id per table
-        return sum(t.key_dtype.itemsize + 4 for t in self.tables)
+        # a permuted fingerprint per table, plus a row id in the first table
+        return 8 * len(self.tables) + 4 if self.tables else 0
 
 
 def block_widths(blocks: int) -> list[int]:
@@ -93,13 +124,31 @@ def pigeonhole_layout(max_distance: int, blocks: int, expected_articles: int) ->
     starts = [sum(widths[:i]) for i in range(blocks)]
     tables = []
     for kept in itertools.combinations(range(blocks), blocks - max_distance):
-        parts, out = [], 0
-        for i in kept:
-            parts.append(KeyPart(starts[i], widths[i], out))
-            out += widths[i]
-        tables.append(Table(tuple(parts), out))
+        key_bits = sum(widths[i] for i in kept)
+        rest = [i for i in range(blocks) if i not in kept]
+        first = _cyclic_start(kept, blocks)
+        if first is not None:
+            # Kept blocks adjacent (cyclically): a rotation brings them to the top.
+            r = (FINGERPRINT_BITS - (starts[first] + key_bits)) % FINGERPRINT_BITS
+            moves = [BlockMove(starts[i], widths[i], (starts[i] + r) % 64) for i in range(blocks)]
+            tables.append(Table(tuple(moves), key_bits, r))
+            continue
+        moves, top = [], FINGERPRINT_BITS
+        for i in (*kept, *rest):
+            top -= widths[i]
+            moves.append(BlockMove(starts[i], widths[i], top))
+        tables.append(Table(tuple(moves), key_bits, None))
     candidates = sum(expected_articles / 2.0**t.key_bits for t in tables)
     return Layout(max_distance, blocks, tuple(tables), candidates)
+
+
+def _cyclic_start(kept: tuple[int, ...], blocks: int) -> int | None:
+    """The first block of `kept` if its blocks are consecutive modulo `blocks`, else None."""
+    chosen = set(kept)
+    for a in kept:
+        if all((a + j) % blocks in chosen for j in range(len(kept))):
+            return a
+    return None
 
 
 def scan_layout(max_distance: int, expected_articles: int) -> Layout:

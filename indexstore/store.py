@@ -608,10 +608,10 @@ class Batch:
                 seq, article_id, _ = self._rows[i]
                 wb.put(enc.row_key(seq), article_id.encode(), seg.handle)
             if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
-                # Fold the segment's older blobs into this one (their rows are in memory).
-                old_rows = store._tables.rows_of_segment(sid)
-                fps = np.concatenate((store._tables.fp[old_rows], fps))
-                seqs = np.concatenate((store._tables.seq[old_rows], seqs))
+                # Fold the segment's older blobs into this one: O(segment), read back from disk.
+                old = [enc.decode_blob(raw) for raw in seg.cf.get(seg.blobs)]
+                fps = np.concatenate([f for f, _ in old] + [fps])
+                seqs = np.concatenate([q for _, q in old] + [seqs])
                 for key in seg.blobs:
                     wb.delete(key, seg.handle)
                 merged[sid] = []

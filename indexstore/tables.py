@@ -1,8 +1,9 @@
 """In-memory search tables: a cache of the committed rows, rebuilt from RocksDB at open.
 
-Rows (fingerprint, segment, seq) live in growing numpy arrays. Each table is a list of
-sorted runs (key, row id) merged LSM-style, so an insert costs an amortized O(log n)
-sort work and a query a few `searchsorted` calls per run, vectorized over a whole batch.
+Rows (segment, seq) live in growing numpy arrays. Each table is a list of runs of permuted
+fingerprints ordered by key, merged LSM-style, so an insert costs an amortized O(log n)
+sort work and a query a few `searchsorted` calls per run, vectorized over a whole batch;
+candidates are read from contiguous ranges, never gathered at random.
 """
 
 from __future__ import annotations
@@ -19,18 +20,24 @@ from indexstore.layout import Layout
 MERGE_RATIO = 2
 # Queries x rows compared at once by a plain scan; bounds the temporary matrix (8 B each).
 SCAN_CHUNK = 1 << 22
+# Rows of dropped segments are marked with this segment id and skipped; the tables are
+# rebuilt without them once they are this share of all rows.
+DEAD = np.iinfo(np.int64).min
+COMPACT_SHARE = 0.25
+
+_EMPTY = np.empty(0, dtype=np.int64)
 
 
 @dataclass(slots=True)
 class Run:
-    """One sorted run: for each table, keys sorted ascending and the row ids in that order."""
+    """One run: per table, permuted fingerprints ordered by key; row ids in table 0's order."""
 
-    keys: list[np.ndarray]
-    rows: list[np.ndarray]
+    perm: list[np.ndarray]
+    rows: np.ndarray
 
     @property
     def size(self) -> int:
-        return len(self.rows[0])
+        return len(self.rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +54,16 @@ class SearchTables:
         self.layout = layout
         self.k = layout.max_distance
         self.n = 0
-        self.fp = np.empty(1024, dtype=np.uint64)
+        self.dead = 0
         self.seg = np.empty(1024, dtype=np.int64)
         self.seq = np.empty(1024, dtype=np.uint64)
+        # Fingerprints by row, only for the plain scan: the tables hold them otherwise.
+        self.fp = np.empty(1024 if not layout.tables else 0, dtype=np.uint64)
         self.runs: list[Run] = []
+
+    @property
+    def live(self) -> int:
+        return self.n - self.dead
 
     # -- building -------------------------------------------------------------------------
 
@@ -61,112 +74,137 @@ class SearchTables:
             return
         self._reserve(self.n + m)
         start = self.n
-        self.fp[start : start + m] = fps
         self.seg[start : start + m] = segs
         self.seq[start : start + m] = seqs
         self.n += m
-        if self.layout.tables:
-            self.runs.append(self._make_run(np.arange(start, start + m, dtype=np.uint32)))
-            while len(self.runs) >= 2 and self.runs[-2].size <= MERGE_RATIO * self.runs[-1].size:
-                newer = self.runs.pop()
-                self.runs[-1] = self._merge(self.runs[-1], newer)
+        if not self.layout.tables:
+            self.fp[start : start + m] = fps
+            return
+        rows = np.arange(start, start + m, dtype=np.uint32)
+        self.runs.append(self._make_run(rows, np.asarray(fps, dtype=np.uint64)))
+        while len(self.runs) >= 2 and self.runs[-2].size <= MERGE_RATIO * self.runs[-1].size:
+            newer = self.runs.pop()
+            self.runs[-1] = self._merge(self.runs[-1], newer)
 
     def _reserve(self, needed: int) -> None:
-        if needed <= len(self.fp):
+        if needed <= len(self.seg):
             return
-        capacity = max(needed, int(len(self.fp) * 1.5))
-        for name in ("fp", "seg", "seq"):
+        capacity = max(needed, int(len(self.seg) * 1.5))
+        names = ("seg", "seq", "fp") if not self.layout.tables else ("seg", "seq")
+        for name in names:
             old = getattr(self, name)
             new = np.empty(capacity, dtype=old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
 
-    def _make_run(self, rows: np.ndarray) -> Run:
-        fps = self.fp[rows]
-        keys, ordered = [], []
-        for table in self.layout.tables:
-            k = table.keys(fps)
-            order = np.argsort(k, kind="stable")
-            keys.append(k[order])
-            ordered.append(rows[order])
-        return Run(keys, ordered)
+    def _make_run(self, rows: np.ndarray, fps: np.ndarray) -> Run:
+        perm = []
+        for t, table in enumerate(self.layout.tables):
+            p = table.permute(fps)
+            # Ordering by the key alone is enough for range probes (and a radix sort).
+            order = np.argsort(table.keys(p), kind="stable")
+            perm.append(p[order])
+            if t == 0:
+                rows = rows[order]
+        return Run(perm, rows)
 
     def _merge(self, older: Run, newer: Run) -> Run:
-        keys, rows = [], []
-        for t in range(len(self.layout.tables)):
-            k = np.concatenate((older.keys[t], newer.keys[t]))
-            # Two sorted runs: the stable sort (radix or timsort) finds them and merges.
-            order = np.argsort(k, kind="stable")
-            keys.append(k[order])
-            rows.append(np.concatenate((older.rows[t], newer.rows[t]))[order])
-        return Run(keys, rows)
+        perm = []
+        rows = older.rows
+        for t, table in enumerate(self.layout.tables):
+            p = np.concatenate((older.perm[t], newer.perm[t]))
+            order = np.argsort(table.keys(p), kind="stable")
+            perm.append(p[order])
+            if t == 0:
+                rows = np.concatenate((older.rows, newer.rows))[order]
+        return Run(perm, rows)
 
     def drop_segments(self, segments: Iterable[int]) -> None:
-        """Forget every row of these segments and renumber the remaining rows densely."""
+        """Forget every row of these segments: marked now, removed by a later compaction."""
         dropped = np.fromiter(segments, dtype=np.int64)
         if not len(dropped) or not self.n:
             return
-        keep = ~np.isin(self.seg[: self.n], dropped)
-        if keep.all():
-            return
-        new_id = np.cumsum(keep, dtype=np.int64) - 1
-        n = int(keep.sum())
-        for name in ("fp", "seg", "seq"):
-            arr = getattr(self, name)
-            arr[:n] = arr[: self.n][keep]
-        self.n = n
-        runs = []
-        for run in self.runs:
-            keys, rows = [], []
-            for t in range(len(run.rows)):
-                mask = keep[run.rows[t]]
-                keys.append(run.keys[t][mask])
-                rows.append(new_id[run.rows[t][mask]].astype(np.uint32))
-            if len(rows[0]):
-                runs.append(Run(keys, rows))
-        self.runs = runs
+        gone = np.isin(self.seg[: self.n], dropped)
+        self.dead += int(gone.sum())
+        self.seg[: self.n][gone] = DEAD
+        if self.dead > COMPACT_SHARE * self.n:
+            self._compact()
 
-    def rows_of_segment(self, segment_id: int) -> np.ndarray:
-        return np.flatnonzero(self.seg[: self.n] == segment_id)
+    def _compact(self) -> None:
+        """Rebuild without dead rows and renumber the rest densely: one O(n) pass."""
+        keep = self.seg[: self.n] != DEAD
+        new_id = (np.cumsum(keep, dtype=np.int64) - 1).astype(np.uint32)
+        live = int(keep.sum())
+        if self.layout.tables:
+            fps, rows = [], []
+            first = self.layout.tables[0]
+            for run in self.runs:
+                mask = keep[run.rows]
+                fps.append(first.unpermute(run.perm[0][mask]))
+                rows.append(new_id[run.rows[mask]])
+            self.runs = []
+            if live:
+                self.runs.append(self._make_run(np.concatenate(rows), np.concatenate(fps)))
+        else:
+            self.fp[:live] = self.fp[: self.n][keep]
+        self.seg[:live] = self.seg[: self.n][keep]
+        self.seq[:live] = self.seq[: self.n][keep]
+        self.n = live
+        self.dead = 0
 
     def memory_bytes(self) -> int:
         arrays = [self.fp, self.seg, self.seq]
         for run in self.runs:
-            arrays.extend(run.keys)
-            arrays.extend(run.rows)
+            arrays.extend(run.perm)
+            arrays.append(run.rows)
         return sum(a.nbytes for a in arrays)
 
     # -- searching ------------------------------------------------------------------------
 
     def search(self, queries: np.ndarray) -> Hits:
-        """Every (query, row) with Hamming distance <= k, each pair once."""
+        """Every (query, live row) with Hamming distance <= k, each pair once."""
         queries = np.asarray(queries, dtype=np.uint64)
-        if not self.n or not len(queries):
-            empty = np.empty(0, dtype=np.int64)
-            return Hits(empty, empty, empty)
+        if not self.live or not len(queries):
+            return Hits(_EMPTY, _EMPTY, _EMPTY)
         if not self.layout.tables:
             return self._scan(queries)
-        found_q, found_r = [], []
+        found_q, found_r, found_d = [], [], []
+        first = self.layout.tables[0]
         for t, table in enumerate(self.layout.tables):
-            qkeys = table.keys(queries)
+            qp = table.permute(queries)
+            shift = np.uint64(table.key_shift)
+            low = (qp >> shift) << shift
+            high = low | np.uint64((1 << table.key_shift) - 1)
             for run in self.runs:
-                q, r = _expand(run.keys[t], run.rows[t], qkeys)
-                if len(q):
-                    d = np.bitwise_count(self.fp[r] ^ queries[q])
-                    close = d <= self.k
-                    found_q.append(q[close])
-                    found_r.append(r[close].astype(np.int64))
+                q, pos = _expand(run.perm[t], low, high)
+                if not len(q):
+                    continue
+                cand = run.perm[t][pos]
+                d = np.bitwise_count(cand ^ qp[q])
+                close = d <= self.k
+                if not close.any():
+                    continue
+                q, d = q[close], d[close].astype(np.int64)
+                fp0 = first.permute(table.unpermute(cand[close])) if t else cand[close]
+                # Back to row ids through table 0: same key range, equal fingerprint.
+                shift0 = np.uint64(first.key_shift)
+                low0 = (fp0 >> shift0) << shift0
+                high0 = low0 | np.uint64((1 << first.key_shift) - 1)
+                h, pos0 = _expand(run.perm[0], low0, high0)
+                same = run.perm[0][pos0] == fp0[h]
+                found_q.append(q[h[same]])
+                found_r.append(run.rows[pos0[same]].astype(np.int64))
+                found_d.append(d[h[same]])
         if not found_q:
-            empty = np.empty(0, dtype=np.int64)
-            return Hits(empty, empty, empty)
+            return Hits(_EMPTY, _EMPTY, _EMPTY)
         q = np.concatenate(found_q)
         r = np.concatenate(found_r)
+        d = np.concatenate(found_d)
         # A neighbour agreeing on several key sets is found by several tables: count it once.
-        pair = np.unique((q << 32) | r)
-        q = pair >> 32
-        r = pair & 0xFFFFFFFF
-        d = np.bitwise_count(self.fp[r] ^ queries[q]).astype(np.int64)
-        return Hits(q, r, d)
+        pair, first_index = np.unique((q << 32) | r, return_index=True)
+        q, r, d = pair >> 32, pair & 0xFFFFFFFF, d[first_index]
+        alive = self.seg[r] != DEAD
+        return Hits(q[alive], r[alive], d[alive])
 
     def _scan(self, queries: np.ndarray) -> Hits:
         fp = self.fp[: self.n]
@@ -178,23 +216,27 @@ class SearchTables:
             found_q.append(q + lo)
             found_r.append(r)
             found_d.append(d[q, r])
-        return Hits(
-            np.concatenate(found_q).astype(np.int64),
-            np.concatenate(found_r).astype(np.int64),
-            np.concatenate(found_d).astype(np.int64),
-        )
+        q = np.concatenate(found_q).astype(np.int64)
+        r = np.concatenate(found_r).astype(np.int64)
+        d = np.concatenate(found_d).astype(np.int64)
+        alive = self.seg[r] != DEAD
+        return Hits(q[alive], r[alive], d[alive])
 
 
-def _expand(keys: np.ndarray, rows: np.ndarray, qkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(query index, row id) for every row whose key equals its query's key."""
-    lo = np.searchsorted(keys, qkeys, side="left")
-    hi = np.searchsorted(keys, qkeys, side="right")
+def _expand(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(probe index, position) for every position whose value lies in its probe's [low, high]."""
+    # Probing in ascending order keeps the binary searches' paths in cache.
+    order = np.argsort(low)
+    lo = np.empty(len(low), dtype=np.int64)
+    hi = np.empty(len(low), dtype=np.int64)
+    lo[order] = np.searchsorted(values, low[order], side="left")
+    hi[order] = np.searchsorted(values, high[order], side="right")
     counts = hi - lo
     total = int(counts.sum())
     if not total:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32)
-    q = np.repeat(np.arange(len(qkeys), dtype=np.int64), counts)
+        return _EMPTY, _EMPTY
+    q = np.repeat(np.arange(len(low), dtype=np.int64), counts)
     # Position of each candidate: its range start plus its offset inside the range.
     offsets = np.cumsum(counts) - counts
     pos = np.repeat(lo - offsets, counts) + np.arange(total)
-    return q, rows[pos]
+    return q, pos
