@@ -13,9 +13,9 @@ import numpy as np
 
 FINGERPRINT_BITS = 64
 
-# The cost model of `choose_layout`, in microseconds per query on one core. Measured on this
-# project's 2-core machines with `newsdedup bench index` (numpy searchsorted over a batch of
-# ~1000 queries); only their ratios matter.
+# The cost model of `choose_layout`, in microseconds per query on one core: rough figures
+# from `newsdedup bench index` and numpy micro-timings on this project's 2-core machines
+# (batches of ~1000 queries); only their ratios matter.
 PROBE_US = 1.0  # one table probed: two searchsorted per run, plus expanding the ranges
 CANDIDATE_US = 0.02  # one candidate verified: gather, XOR, popcount
 SCAN_US = 0.0015  # one row compared in a plain vectorized scan
@@ -178,10 +178,11 @@ def choose_layout(max_distance: int, expected_articles: int) -> Layout:
 
     The trade-off: a key of m bits leaves about n / 2**m candidates per table, so more blocks
     mean longer keys and fewer candidates, but C(b, k) tables to probe and to hold in memory.
-    For k = 3 at 10 M: b = 4 gives 4 tables of 16-bit keys (~610 candidates, 24 B/article);
-    b = 5 gives 10 tables of >=25-bit keys (~3 candidates but 80 B/article). For k = 6,
-    b = 8 gives 28 tables of 16-bit keys. For large k and small n no table beats
-    comparing against every row, which numpy does at about a nanosecond a row.
+    For k = 3 at 10 M: b = 4 gives 4 tables of 16-bit keys (~610 candidates, 36 B/article);
+    b = 5 gives 10 tables of >=25-bit keys (~3 candidates but 84 B/article). For k = 6,
+    b = 8 gives 28 tables of 16-bit keys (228 B/article: k = 6 at 10 M needs ~2.5 GB).
+    For large k and small n no table beats comparing against every row, which numpy does
+    at about a nanosecond a row.
 
     We take the candidate with the least `layout_cost`: table probes, candidate checks and
     table memory priced in microseconds per query (constants above, measured here).
