@@ -29,7 +29,7 @@ class IdfTable:
     vectorized binary search looks up all the terms of an article.
 
     A Python dict of 270k words costs 0.1–0.6 µs per lookup (cache misses one after the other,
-    worse when the other core is busy); this is 3–5× cheaper per article and keeps the table in
+    worse when the other core is busy); this is about 2× cheaper per article and keeps the table in
     two flat arrays (4 MB) instead of 270k string objects.
     """
 
