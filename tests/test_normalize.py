@@ -38,7 +38,10 @@ def test_inline_tags_do_not_split_chinese_words(normalize: Normalizer) -> None:
 
 def test_angle_brackets_in_plain_text_stay(normalize: Normalizer) -> None:
     # Reuters writes tickers and companies in angle brackets: they are words, not tags.
-    assert normalize("Shares of <TCB> and <Sedio N.V.> rose") == "shares of <tcb> and <sedio n.v.> rose"
+    assert (
+        normalize("Shares of <TCB> and <Sedio N.V.> rose")
+        == "shares of <tcb> and <sedio n.v.> rose"
+    )
 
 
 def test_unclosed_markup_swallows_the_rest_like_a_browser() -> None:
