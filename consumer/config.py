@@ -91,7 +91,7 @@ class IndexConfig:
 class FingerprintConfig:
     engine: str = "rjieba"
     idf_path: str = ""
-    title_weight: float = 2.0
+    title_weight: float = 1.0
     max_terms: int = 64
     max_chars: int = 100_000
     convert_traditional: bool = True
