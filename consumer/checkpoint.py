@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -28,20 +28,37 @@ from consumer.pipeline import DecidedBatch, Rejection
 
 log = logging.getLogger(__name__)
 
+# Another instance took over our transactional.id: this one is a zombie and must stop.
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
 
 class OutputFailed(Exception):
     """The batch's outputs were not all delivered; the caller rewinds and retries the batch."""
 
 
 class Checkpoint:
-    def __init__(self, consumer: Consumer, producer: Producer, config: KafkaConfig) -> None:
+    """Owns the producer: a producer that failed fatally (e.g. its transaction state was lost
+    while the broker went away) is replaced by a fresh one with the same transactional.id,
+    which fences the old one, and the batch is retried."""
+
+    def __init__(
+        self, consumer: Consumer, make_producer: Callable[[], Producer], config: KafkaConfig
+    ) -> None:
         self.consumer = consumer
-        self.producer = producer
         self.config = config
         self.transactional = config.delivery == "exactly_once"
+        self._make_producer = make_producer
+        self._producer: Producer | None = None
         self._delivery_errors: list[KafkaError] = []
-        if self.transactional:
-            producer.init_transactions(60.0)
+        try:
+            self._ensure_producer()  # fences a zombie with our transactional.id right away
+        except OutputFailed as e:
+            log.warning("%s; retrying with the first batch", e)
+
+    @property
+    def producer(self) -> Producer:
+        assert self._producer is not None
+        return self._producer
 
     def complete(self, decided: DecidedBatch, offsets: Sequence[TopicPartition]) -> None:
         """Make the batch durable in protocol order, adding each step's time to the batch's
@@ -52,16 +69,55 @@ class Checkpoint:
         decided.index_batch.commit()  # 1
         t1 = time.perf_counter()
         stages["index"] = stages.get("index", 0.0) + (t1 - t0)
+        try:
+            self._ensure_producer()
+            if self.transactional:
+                self._complete_transaction(decided, offsets)
+            else:
+                self._produce(decided)  # 2
+                self._flush()
+                t2 = time.perf_counter()
+                self._commit_offsets(offsets)  # 3
+                stages["produce"] = t2 - t1
+                stages["commit"] = time.perf_counter() - t2
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if error.code() in _FENCED:
+                raise
+            if error.fatal():
+                log.warning("the producer failed for good (%s); starting a new one", error.str())
+                self._discard_producer()
+            raise OutputFailed(error.str()) from None
+
+    def close(self) -> None:
+        if self._producer is not None:
+            try:
+                self._producer.flush(5.0)
+            except KafkaException as e:
+                log.warning("flush at close failed: %s", e.args[0].str())
+
+    def _discard_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.purge()  # its queue is re-emitted from the index by the retry
+                producer.flush(0)
+            except KafkaException:
+                pass
+
+    def _ensure_producer(self) -> None:
+        if self._producer is not None:
+            return
+        producer = self._make_producer()
         if self.transactional:
-            self._complete_transaction(decided, offsets)
-        else:
-            self._produce(decided)  # 2
-            self._flush()
-            t2 = time.perf_counter()
-            self._commit_offsets(offsets)  # 3
-            t3 = time.perf_counter()
-            stages["produce"] = t2 - t1
-            stages["commit"] = t3 - t2
+            try:
+                producer.init_transactions(60.0)
+            except KafkaException as e:
+                if e.args[0].fatal():
+                    raise
+                raise OutputFailed(f"cannot start transactions: {e.args[0].str()}") from None
+        self._producer = producer
+        self._delivery_errors.clear()
 
     def _complete_transaction(
         self, decided: DecidedBatch, offsets: Sequence[TopicPartition]
@@ -80,7 +136,7 @@ class Checkpoint:
         except KafkaException as e:
             error: KafkaError = e.args[0]
             if error.fatal():
-                raise
+                raise  # complete() replaces the producer
             log.warning("transaction failed, aborting: %s", error.str())
             self._abort()
             raise OutputFailed(error.str()) from None

@@ -54,6 +54,7 @@ _FATAL_CODES = {
 _STATS_REFRESH_S = 10.0
 _THROUGHPUT_LOG_S = 30.0
 _MAX_BACKOFF_S = 30.0
+_ERROR_LOG_EVERY_S = 10.0
 
 
 class KafkaFatalError(NewsdedupError):
@@ -69,6 +70,7 @@ class Service:
         )
         self._stop = threading.Event()
         self._fatal: str | None = None
+        self._last_error_log: dict[int, float] = {}
         self._input_partitions = 0
         self._decided_since_log = 0
         self._last_throughput_log = time.monotonic()
@@ -128,9 +130,13 @@ class Service:
         consumer = Consumer(
             {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
         )
-        producer = Producer({**producer_config(kafka), "error_cb": self._on_error})
+        checkpoint = None
         try:
-            checkpoint = Checkpoint(consumer, producer, kafka)
+            checkpoint = Checkpoint(
+                consumer,
+                lambda: Producer({**producer_config(kafka), "error_cb": self._on_producer_error}),
+                kafka,
+            )
             consumer.subscribe(
                 [kafka.input_topic],
                 on_assign=self._on_assign,
@@ -141,7 +147,8 @@ class Service:
         finally:
             self.health.assigned = 0
             consumer.close()
-            producer.flush(5.0)
+            if checkpoint is not None:
+                checkpoint.close()
 
     def _wait_for_input_topic(self, admin: AdminClient) -> int | None:
         """Partition count of the input topic, waiting with backoff while the broker is down or
@@ -359,10 +366,24 @@ class Service:
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal() or error.code() in _FATAL_CODES:
             self._fatal = error.str()
-        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.health.broker_reachable = False
-            log_event(log, logging.WARNING, "all brokers down", error=error.str())
         else:
+            self._log_transient(error)
+
+    def _on_producer_error(self, error: KafkaError) -> None:
+        # A producer that failed fatally is replaced by the checkpoint; only refusals
+        # (credentials, authorization) stop the service.
+        if error.code() in _FATAL_CODES:
+            self._fatal = error.str()
+        else:
+            self._log_transient(error)
+
+    def _log_transient(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.health.broker_reachable = False
+        # librdkafka reports every failed reconnect; one line per kind every 10 s is enough.
+        now = time.monotonic()
+        if now - self._last_error_log.get(error.code(), -1e9) >= _ERROR_LOG_EVERY_S:
+            self._last_error_log[error.code()] = now
             log_event(log, logging.WARNING, "kafka error", error=error.str())
 
     def _on_stats(self, stats_json: str) -> None:

@@ -173,9 +173,11 @@ def read_all(
     timeout: float = 120.0,
     settle: float = 3.0,
     read_committed: bool = True,
+    service: ServiceProcess | None = None,
 ) -> list[Record]:
     """Read `topic` from the start until at least `expected` records arrived and nothing new
-    came for `settle` seconds (so extra, doubled records are seen too)."""
+    came for `settle` seconds (so extra, doubled records are seen too). With `service`, fail
+    at once when that process has exited instead of waiting out the timeout."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -191,6 +193,8 @@ def read_all(
     last_new = time.monotonic()
     try:
         while time.monotonic() < deadline:
+            if service is not None and service.process is not None and not service.running():
+                raise AssertionError(f"the service exited early:\n{service.log()[-3000:]}")
             batch = consumer.consume(1000, 0.5)
             for m in batch:
                 if m.error():

@@ -83,7 +83,9 @@ def test_real_articles_one_decision_each_duplicates_found(kafka_bootstrap, topic
     with ServiceProcess(
         kafka_bootstrap, topics, tmp_path / "state", tmp_path / "svc.log", group_id="e2e"
     ) as service:
-        records = read_all(kafka_bootstrap, topics.output, expected=len(feed), timeout=240)
+        records = read_all(
+            kafka_bootstrap, topics.output, expected=len(feed), timeout=240, service=service
+        )
         assert service.stop() == 0
     by_id = decisions_by_id(records)
     assert set(by_id) == {a["id"] for a in feed}
@@ -149,7 +151,9 @@ def test_bad_input_goes_to_the_dlq_with_headers(kafka_bootstrap, topics, tmp_pat
         group_id="dlq",
         input_max_message_bytes="100000",
     ) as service:
-        dead = read_all(kafka_bootstrap, topics.dlq, expected=len(bad), timeout=120)
+        dead = read_all(
+            kafka_bootstrap, topics.dlq, expected=len(bad), timeout=120, service=service
+        )
         decided = read_all(kafka_bootstrap, topics.output, expected=len(good), timeout=60)
         assert service.stop() == 0
     assert sorted(d.json()["id"] for d in decided) == sorted(g["id"] for g in good)

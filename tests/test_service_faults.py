@@ -64,6 +64,7 @@ def test_sigkill_loses_nothing_and_doubles_nothing(kafka_bootstrap, topics, tmp_
         timeout=600,
         settle=5.0,
         read_committed=True,
+        service=service,
     )
     assert service.stop() == 0, service.log()[-3000:]
     assert service.log().count("starting") == KILLS + 1
@@ -117,7 +118,12 @@ def test_instance_joining_and_leaving_loses_and_doubles_nothing(kafka_bootstrap,
             time.sleep(4)
             assert second.stop() == 0
         records = read_all(
-            kafka_bootstrap, topics.output, expected=len(feed), timeout=300, settle=5.0
+            kafka_bootstrap,
+            topics.output,
+            expected=len(feed),
+            timeout=300,
+            settle=5.0,
+            service=first,
         )
         assert first.stop() == 0
     assert "partitions revoked" in first.log()
@@ -152,7 +158,9 @@ def test_broker_outage_pauses_and_resumes(kafka_local, tmp_path):
         time.sleep(30)
         assert service.running(), service.log()[-3000:]
         kafka_local.run("start", KAFKA_KEEP_DATA="1")
-        records = read_all(bootstrap, topics.output, expected=len(feed), timeout=400, settle=5.0)
+        records = read_all(
+            bootstrap, topics.output, expected=len(feed), timeout=400, settle=5.0, service=service
+        )
         assert service.stop() == 0, service.log()[-3000:]
     ids = [r.json()["id"] for r in records]
     assert sorted(ids) == sorted(a["id"] for a in feed)
