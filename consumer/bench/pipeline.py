@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -66,6 +67,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--partitions", type=int, default=3, help="input topic partitions")
     p.add_argument("--workers", type=int, default=0, help="fingerprinting processes (0 = cores)")
     p.add_argument("--bootstrap-servers", help="an existing broker (default: start a private one)")
+    p.add_argument(
+        "--scrape-compare",
+        action="store_true",
+        help="also run full speed while /metrics is scraped twice a second, to show its cost",
+    )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(handler=run_bench)
 
@@ -78,6 +84,10 @@ def run_bench(args: argparse.Namespace) -> int:
     with _broker(args.bootstrap_servers) as bootstrap:
         for delivery in args.delivery.split(","):
             results.append(_full_speed(bootstrap, values[: args.limit], delivery, args))
+            if args.scrape_compare:
+                results.append(
+                    _full_speed(bootstrap, values[: args.limit], delivery, args, scrape=True)
+                )
             if args.rate > 0:
                 results.append(_fixed_rate(bootstrap, values[args.limit :], delivery, args))
     if args.json:
@@ -186,8 +196,15 @@ class _Service:
     """`newsdedup run` as a subprocess, with its peak RSS (parent + workers) sampled."""
 
     def __init__(
-        self, bootstrap: str, topics: tuple[str, str, str], delivery: str, workers: int, state: str
+        self,
+        bootstrap: str,
+        topics: tuple[str, str, str],
+        delivery: str,
+        workers: int,
+        state: str,
+        scrape: bool = False,
     ) -> None:
+        self.metrics_port = _free_port()
         env = {
             **os.environ,
             "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -199,7 +216,7 @@ class _Service:
             "NEWSDEDUP_INDEX_PATH": state,
             "NEWSDEDUP_INDEX_RETENTION": "36500d",
             "NEWSDEDUP_INDEX_SEGMENT": "30d",
-            "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{_free_port()}",
+            "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
             "NEWSDEDUP_SERVICE_WORKERS": str(workers),
             "NEWSDEDUP_LOG_LEVEL": "WARNING",
         }
@@ -209,6 +226,19 @@ class _Service:
         self._sampling = True
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
+        if scrape:
+            threading.Thread(target=self._scrape, daemon=True).start()
+
+    def _scrape(self) -> None:
+        """Fetch /metrics twice a second, ten times Prometheus's usual rate."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        while self._sampling:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    r.read()
+            except OSError:
+                pass  # not serving yet
+            time.sleep(0.5)
 
     def _sample(self) -> None:
         while self._sampling:
@@ -296,23 +326,26 @@ def _input_times(bootstrap: str, topic: str, expected: int) -> dict[str, int]:
 
 
 def _full_speed(
-    bootstrap: str, values: list[bytes], delivery: str, args: argparse.Namespace
+    bootstrap: str,
+    values: list[bytes],
+    delivery: str,
+    args: argparse.Namespace,
+    scrape: bool = False,
 ) -> RunResult:
     topics = _topics(bootstrap, args.partitions)
     _produce(bootstrap, topics[0], values)
+    mode = "full_speed+scrape" if scrape else "full_speed"
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
-        service = _Service(bootstrap, topics, delivery, args.workers, state)
+        service = _Service(bootstrap, topics, delivery, args.workers, state, scrape)
         try:
-            decided = _read_decisions(
-                bootstrap, topics[1], len(values), 900, f"{delivery} full speed"
-            )
+            decided = _read_decisions(bootstrap, topics[1], len(values), 900, f"{delivery} {mode}")
         finally:
             service.stop()
     stamps = sorted(decided.values())
     seconds = max((stamps[-1] - stamps[0]) / 1000, 1e-3) if stamps else 0.0
     return RunResult(
         delivery,
-        "full_speed",
+        mode,
         len(values),
         len(decided),
         round(seconds, 2),
@@ -371,13 +404,13 @@ def _print_table(results: list[RunResult], args: argparse.Namespace) -> None:
     workers = args.workers or os.cpu_count()
     print(f"bench pipeline: {args.data}, partitions={args.partitions}, workers={workers}")
     print(
-        f"{'delivery':<14} {'mode':<14} {'articles':>8} {'decided':>8} {'seconds':>8} "
+        f"{'delivery':<14} {'mode':<18} {'articles':>8} {'decided':>8} {'seconds':>8} "
         f"{'articles/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>12}"
     )
     for r in results:
         p50 = "-" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.0f}"
         p99 = "-" if r.latency_p99_ms is None else f"{r.latency_p99_ms:.0f}"
         print(
-            f"{r.delivery:<14} {r.mode:<14} {r.articles:>8} {r.decided:>8} {r.seconds:>8.1f} "
+            f"{r.delivery:<14} {r.mode:<18} {r.articles:>8} {r.decided:>8} {r.seconds:>8.1f} "
             f"{r.articles_per_s:>10.0f} {p50:>8} {p99:>8} {r.peak_rss_mib:>12.0f}"
         )
