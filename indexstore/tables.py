@@ -26,6 +26,7 @@ DEAD = np.iinfo(np.int64).min
 COMPACT_SHARE = 0.25
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_EMPTY_U64 = np.empty(0, dtype=np.uint64)
 
 
 @dataclass(slots=True)
@@ -109,12 +110,16 @@ class SearchTables:
         return Run(perm, rows)
 
     def _merge(self, older: Run, newer: Run) -> Run:
-        perm = []
+        """Merge two runs table by table, releasing each old table once its successor exists,
+        so a merge of the largest runs needs one table's worth of extra memory, not all."""
+        perm: list[np.ndarray] = []
         rows = older.rows
         for t, table in enumerate(self.layout.tables):
             p = np.concatenate((older.perm[t], newer.perm[t]))
+            older.perm[t] = newer.perm[t] = _EMPTY_U64
             order = np.argsort(table.keys(p), kind="stable")
             perm.append(p[order])
+            del p
             if t == 0:
                 rows = np.concatenate((older.rows, newer.rows))[order]
         return Run(perm, rows)
