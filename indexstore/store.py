@@ -202,9 +202,11 @@ class IndexStore:
                 f, s = enc.decode_blob(it.value())
                 segment.blobs.append(it.key())
                 segment.rows += len(f)
-                fps.append(f)
-                seqs.append(s)
-                segs.append(np.full(len(f), number, dtype=np.int64))
+                # A read-only store cannot search (no batches): it only counts rows.
+                if not self._read_only:
+                    fps.append(f)
+                    seqs.append(s)
+                    segs.append(np.full(len(f), number, dtype=np.int64))
                 it.next()
             del it
         self._gen_order = self._generation_order()
