@@ -64,7 +64,7 @@ def run_stats(args: argparse.Namespace) -> int:
     print(f"segment width {stats.segment_ms} ms, watermark {wm}")
     print(
         f"{stats.articles:,} articles in {len(stats.segments)} segments, "
-        f"{stats.disk_bytes:,} bytes on disk, {stats.table_memory_bytes:,} bytes of tables"
+        f"{stats.disk_bytes:,} bytes on disk"
     )
     if stats.segments:
         print(f"{'segment':>10}  {'start':<20}  {'end':<20}  {'articles':>10}  {'bytes':>12}")
