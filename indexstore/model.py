@@ -86,4 +86,4 @@ class IndexStats:
     articles: int
     segments: tuple[SegmentStats, ...]
     disk_bytes: int
-    table_memory_bytes: int
+    table_memory_bytes: int  # the in-memory search tables (0 when opened read-only)
