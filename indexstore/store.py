@@ -465,6 +465,16 @@ class Batch:
         found = self._current(article_id)
         return None if found is None else found[0]
 
+    def prefetch_records(self, article_ids: Sequence[str]) -> None:
+        """Read the committed records of these ids with one multi-get per generation, so the
+        batch's later `lookup()` and `put()` calls do not each go to RocksDB. Optional."""
+        self._check()
+        wanted = [a for a in dict.fromkeys(article_ids) if a not in self._committed]
+        if wanted:
+            found = self._store._read_records(wanted)
+            for article_id in wanted:
+                self._committed[article_id] = found.get(article_id)
+
     def prefetch(self, probes: Sequence[tuple[int, bytes, int]]) -> None:
         """Search the committed tables for all probes at once and fetch what the hits point at."""
         self._check()

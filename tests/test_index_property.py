@@ -92,6 +92,7 @@ def run_program(k: int, expected: int, program: list) -> None:
                     batch = store.begin()
                     if prefetch:
                         batch.prefetch([(op[1], op[2], op[3]) for op in ops if op[0] == "search"])
+                        batch.prefetch_records([op[1] for op in ops if op[0] == "put"])
                     for op in ops:
                         if op[0] == "put":
                             _, article_id, fp, ch, t = op

@@ -145,6 +145,7 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
             batch = store.begin()
             t0 = time.perf_counter()
             batch.prefetch([(fp_list[i - lo], CONTENT, time_list[i - lo]) for i in range(lo, hi)])
+            batch.prefetch_records([f"a{i}" for i in range(lo, hi)])
             share = (time.perf_counter() - t0) / (hi - lo)
             for i in range(lo, hi):
                 t1 = time.perf_counter()
