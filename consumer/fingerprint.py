@@ -5,21 +5,28 @@ Pure: text in, fingerprint out. Built once per process (`Fingerprinter`), then c
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import mmh3
 import numpy as np
 
 from consumer.errors import ConfigError, InputError, NewsdedupError
-from consumer.idf import load_idf
+from consumer.idf import TermTable, load_idf
 from consumer.normalize import Normalizer
-from consumer.terms import ENGINES, TermExtractor, hash_terms
+from consumer.terms import ENGINES, TermExtractor
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
 # sum: a float sum's rounding depends on the order of addition (and on the BLAS build), which
 # could flip a bit whose vote is near zero between machines. The largest possible sum
 # (100k chars × idf ≈ 20 × 2**16) stays far below 2**63.
 _WEIGHT_SCALE = float(1 << 16)
+
+# Articles per batch in `fingerprint_many`: large enough that per-call costs vanish, small enough
+# that the batch's arrays (the vote's is 64 × 8 bytes per term) stay a few megabytes.
+_BATCH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,12 @@ class EmptyTextError(NewsdedupError):
     """Nothing left to fingerprint: no term survives normalization and filtering."""
 
 
+_NOTHING_TO_FINGERPRINT = (
+    "nothing to fingerprint: after normalization the title and content hold no word "
+    "of two or more characters that is not a stop word"
+)
+
+
 def hamming(a: int, b: int) -> int:
     """Number of differing bits between two fingerprints."""
     return (a ^ b).bit_count()
@@ -80,70 +93,160 @@ class Fingerprinter:
     """Normalizes, extracts terms, weights them by TF-IDF and votes a SimHash.
 
     Construction loads the IDF table (~0.3 s, once per process and path) and the segmenter.
+    `fingerprint_many` runs each stage over a whole batch, which is faster than article by
+    article: each stage's tables (OpenCC's, the segmenter's dictionary, the term table) stay in
+    the CPU cache while it runs, and the NumPy steps run once per batch.
     """
 
-    __slots__ = ("_idf", "_normalize", "_terms", "options")
+    __slots__ = ("_normalize", "_table", "_terms", "options")
 
     def __init__(self, options: FingerprintOptions = FingerprintOptions()) -> None:
         self.options = options
         self._normalize = Normalizer(options.convert_traditional)
         self._terms = TermExtractor(options.engine)
-        self._idf = load_idf(options.idf_path)
+        self._table = TermTable(load_idf(options.idf_path))
 
     def fingerprint(self, title: str, content: str, *, explain: bool = False) -> Fingerprint:
-        if not isinstance(title, str) or not isinstance(content, str):
-            raise InputError("title and content must be strings")
+        result = self._fingerprint_batch([(title, content)], explain)[0]
+        if isinstance(result, NewsdedupError):
+            raise result
+        return result
+
+    def fingerprint_many(
+        self, items: Sequence[tuple[str, str]]
+    ) -> list[Fingerprint | NewsdedupError]:
+        """(title, content) pairs to fingerprints, with the same results as `fingerprint`; an
+        article that cannot be fingerprinted gets its error in its place, not raised."""
+        results: list[Fingerprint | NewsdedupError] = []
+        for start in range(0, len(items), _BATCH):
+            results += self._fingerprint_batch(items[start : start + _BATCH], False)
+        return results
+
+    def _fingerprint_batch(
+        self, items: Sequence[tuple[str, str]], explain: bool
+    ) -> list[Fingerprint | NewsdedupError]:
+        results: list[Fingerprint | NewsdedupError] = [
+            EmptyTextError(_NOTHING_TO_FINGERPRINT) for _ in items
+        ]
         limit = self.options.max_chars
-        title = self._normalize(title[:limit])
-        content = self._normalize(content[:limit])
-        content_hash = mmh3.hash_bytes(f"{title}\n{content}".encode(), seed=0, x64arch=True)
+        texts: list[str] = []
+        valid: list[int] = []
+        for i, (title, content) in enumerate(items):
+            if isinstance(title, str) and isinstance(content, str):
+                texts += (title[:limit], content[:limit])
+                valid.append(i)
+            else:
+                results[i] = InputError("title and content must be strings")
+        normalized = self._normalize.many(texts)
+        titles, contents = normalized[0::2], normalized[1::2]
 
         title_weight = self.options.title_weight
-        if title_weight == 1.0:
-            # The space keeps title and content words apart, so this equals counting each.
-            counts = self._terms.count(f"{title} {content}")
-        else:
-            counts = self._terms.count(content)
-            for term, n in self._terms.count(title).items():
-                counts[term] = counts.get(term, 0) + title_weight * n
-        n = len(counts)
-        if n == 0:
-            raise EmptyTextError(
-                "nothing to fingerprint: after normalization the title and content hold no word "
-                "of two or more characters that is not a stop word"
-            )
+        docs: list[int] = []  # items with at least one term
+        counts: list[Counter[str]] = []
+        content_hashes: list[bytes] = []
+        for i, title, content in zip(valid, titles, contents, strict=True):
+            if title_weight == 1.0:
+                # The space keeps title and content words apart, so this equals counting each.
+                c = self._terms.count(f"{title} {content}")
+            else:
+                c = self._terms.count(content)
+                for term, n in self._terms.count(title).items():
+                    c[term] = c.get(term, 0) + title_weight * n
+            if c:
+                docs.append(i)
+                counts.append(c)
+                content_hashes.append(
+                    mmh3.hash_bytes(f"{title}\n{content}".encode(), seed=0, x64arch=True)
+                )
+        if not docs:
+            return results
 
-        terms = list(counts)
-        tf = np.fromiter(counts.values(), np.float64, n)
-        hashes = hash_terms(terms)
-        weights = tf * self._idf.lookup(hashes)
+        # All terms of the batch in one flat array, article after article.
+        sizes = np.fromiter(map(len, counts), np.intp, len(counts))
+        terms = list(chain.from_iterable(counts))
+        tf = np.fromiter(chain.from_iterable(c.values() for c in counts), np.float64, len(terms))
+        rows = self._table.rows(terms)
+        hashes = self._table.hashes[rows]
+        weights = tf * self._table.idfs[rows]
+        doc = np.repeat(np.arange(len(docs), dtype=np.int16), sizes)  # _BATCH < 2**15
+        starts = term_starts = np.cumsum(sizes) - sizes
 
         max_terms = self.options.max_terms
-        if explain or (max_terms is not None and n > max_terms):
-            # Heaviest first; equal weights (common: unknown words share the median IDF) are
-            # ordered by hash, so the choice never depends on the order words appeared in.
-            keep = np.lexsort((hashes, -weights))[:max_terms]
-            weights, hashes = weights[keep], hashes[keep]
+        if max_terms is not None and (sizes > max_terms).any():
+            keep = _heaviest(weights, hashes, doc, starts, sizes, max_terms)
+            sizes = np.bincount(doc[keep], minlength=len(docs))
+            starts = np.cumsum(sizes) - sizes
         else:
-            keep = None
+            keep = np.arange(len(terms))
 
-        # Vote: bit j of every term hash adds its weight for 1 and subtracts it for 0.
-        votes_w = np.rint(weights * _WEIGHT_SCALE).astype(np.int64)
+        # Vote: bit j of every term hash adds its weight for 1 and subtracts it for 0. One small
+        # integer product per article: a batch-wide segmented sum builds a 64-column temporary.
+        votes_w = np.rint(weights[keep] * _WEIGHT_SCALE).astype(np.int64)
         bits = np.unpackbits(
-            hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
+            hashes[keep].astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
         )
-        votes = 2 * (votes_w @ bits.astype(np.int64)) - votes_w.sum()
-        simhash = int.from_bytes(np.packbits(votes > 0, bitorder="little").tobytes(), "little")
+        ones = np.stack(
+            [
+                votes_w[a : a + n] @ bits[a : a + n]
+                for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)
+            ]
+        )
+        votes = 2 * ones - np.add.reduceat(votes_w, starts)[:, None]
+        simhashes = np.packbits(votes > 0, axis=1, bitorder="little").view("<u8").ravel()
 
-        explained: tuple[tuple[str, float], ...] = ()
-        if explain and keep is not None:
-            # Reported like jieba's extract_tags: tf-idf divided by the number of term occurrences.
-            total = float(tf.sum())
-            explained = tuple(
-                zip(
-                    [terms[i] for i in keep.tolist()],
-                    (weights / total).tolist(),
-                    strict=True,
+        for j, (i, simhash, content_hash) in enumerate(
+            zip(docs, simhashes.tolist(), content_hashes, strict=True)
+        ):
+            explained: tuple[tuple[str, float], ...] = ()
+            if explain:
+                # Reported like jieba's extract_tags: tf-idf divided by the number of term
+                # occurrences.
+                mine = keep[starts[j] : starts[j] + sizes[j]]
+                mine = mine[np.lexsort((hashes[mine], -weights[mine]))]
+                total = float(tf[term_starts[j] : term_starts[j] + len(counts[j])].sum())
+                explained = tuple(
+                    zip(
+                        [terms[k] for k in mine.tolist()],
+                        (weights[mine] / total).tolist(),
+                        strict=True,
+                    )
                 )
-            )
-        return Fingerprint(simhash, content_hash, explained)
+            results[i] = Fingerprint(simhash, content_hash, explained)
+        return results
+
+
+def _heaviest(
+    weights: np.ndarray,
+    hashes: np.ndarray,
+    doc: np.ndarray,
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    limit: int,
+) -> np.ndarray:
+    """Indices of each article's `limit` heaviest terms, in index order (terms are grouped by
+    article). Equal weights (common: unknown words share the median IDF) go by ascending hash,
+    so the choice never depends on the order words appeared in.
+
+    The vote needs the choice, not an order: one sort by weight finds each article's
+    limit-th weight, and only the terms tied at that weight are ordered by hash. Three times
+    cheaper than sorting every term by (article, weight, hash).
+    """
+    if len(sizes) == 1:
+        # One article (the per-article path): sorting its few hundred terms costs less than
+        # the bookkeeping below.
+        return np.sort(np.lexsort((hashes, -weights))[:limit])
+    by_weight = np.argsort(-weights)
+    # Stable by article (16-bit ids: a radix sort), so heaviest first within each article.
+    by_weight = by_weight[np.argsort(doc[by_weight], kind="stable")]
+    threshold = np.full(len(sizes), -np.inf)
+    over = sizes > limit
+    threshold[over] = weights[by_weight[starts[over] + limit - 1]]
+    article_threshold = threshold[doc]
+    heavier = np.flatnonzero(weights > article_threshold)
+    room = limit - np.bincount(doc[heavier], minlength=len(sizes))
+    tied = np.flatnonzero(weights == article_threshold)
+    tied = tied[np.argsort(hashes[tied])]
+    tied = tied[np.argsort(doc[tied], kind="stable")]
+    tied_doc = doc[tied]
+    rank = np.arange(len(tied)) - np.searchsorted(tied_doc, tied_doc)
+    return np.sort(np.concatenate((heavier, tied[rank < room[tied_doc]])))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Sequence
 
 import opencc
 
@@ -104,17 +105,26 @@ def _nfkc_changing_class() -> re.Pattern[str]:
 
 
 _NFKC_CHANGING = _nfkc_changing_class()
+# The full-width punctuation of nearly every Chinese article (counted on hkcnews: "，" in all,
+# "：" in 80 %, "（）？" in 55 %, "；" in 40 %). Replacing these with `in` and `str.replace`
+# before the regex scan usually leaves a text that passes the quick check: 3× cheaper.
+_COMMON_CHANGING = tuple((c, unicodedata.normalize("NFKC", c)) for c in "，：（）？；！…－／％．")
 
 
 def nfkc(text: str) -> str:
-    """`unicodedata.normalize("NFKC", text)`, five times faster on Chinese text.
+    """`unicodedata.normalize("NFKC", text)`, ten times faster on Chinese text.
 
     CPython normalizes the whole string as soon as one character needs it, and Chinese text
-    always has some (full-width commas): ~130 ns per character. Here the few distinct characters
-    that change are replaced by their own NFKC form, which keeps the text compatibility-equivalent
-    to the input; when the result passes the quick check it therefore *is* the NFKC form, and
-    otherwise (combining marks, characters outside the BMP) the full algorithm finishes the job.
+    always has some (full-width commas): ~130 ns per character. Here characters that change are
+    replaced by their own NFKC form, which keeps the text compatibility-equivalent to the input;
+    when the result passes the quick check it therefore *is* the NFKC form, and otherwise
+    (combining marks, characters outside the BMP) the full algorithm finishes the job.
     """
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    for c, normalized in _COMMON_CHANGING:
+        if c in text:
+            text = text.replace(c, normalized)
     if unicodedata.is_normalized("NFKC", text):
         return text
     for c in set(_NFKC_CHANGING.findall(text)):
@@ -133,14 +143,40 @@ class Normalizer:
         self._t2s = opencc.OpenCC("t2s").convert if convert_traditional else None
 
     def __call__(self, text: str) -> str:
-        # Whitespace is collapsed first so that `isprintable()` (0.5 µs) can tell that a text
-        # holds no invisible character, sparing the regex scan (20 µs) for nearly every article.
-        text = " ".join(strip_html(text).split())
-        if not text.isprintable():
-            # After HTML: entities may decode to invisible characters (&#8203;, &#xfeff;).
-            text = _INVISIBLE.sub("", text)
-        text = nfkc(text).casefold()
+        return self.many([text])[0]
+
+    def many(self, texts: Sequence[str]) -> list[str]:
+        """Each text normalized on its own, with one OpenCC call for all of them."""
+        prepared = [_prepare(text) for text in texts]
         if self._t2s is not None:
-            text = self._t2s(text)
-        # Again: NFKC turns some characters into spaces (U+3000) and removals leave pairs.
-        return " ".join(text.split())
+            # OpenCC's tables hold no ASCII, so ASCII text (English articles) skips the call.
+            todo = [i for i, text in enumerate(prepared) if not text.isascii()]
+            if todo:
+                # "\n" cannot occur in prepared text (whitespace is collapsed to spaces, and no
+                # NFKC or case folding output contains it; checked over all of Unicode), and no
+                # OpenCC phrase contains it, so the joined texts convert exactly as each alone.
+                converted = self._t2s("\n".join([prepared[i] for i in todo])).split("\n")
+                for i, text in zip(todo, converted, strict=True):
+                    prepared[i] = text
+        return [_collapse_spaces(text) for text in prepared]
+
+
+def _prepare(text: str) -> str:
+    """Everything before the Traditional to Simplified conversion."""
+    # Whitespace is collapsed first so that `isprintable()` (0.5 µs) can tell that a text
+    # holds no invisible character, sparing the regex scan (20 µs) for nearly every article.
+    text = " ".join(strip_html(text).split())
+    if not text.isprintable():
+        # After HTML: entities may decode to invisible characters (&#8203;, &#xfeff;).
+        text = _INVISIBLE.sub("", text)
+    return nfkc(text).casefold()
+
+
+def _collapse_spaces(text: str) -> str:
+    """Whitespace collapsed again: NFKC turns some characters into a space and a combining mark
+    (U+00A8 ¨), and removed invisible characters leave pairs of spaces."""
+    # Every whitespace character but the ASCII space is unprintable, so this check (~1 µs)
+    # proves there is nothing to collapse, sparing the split and join (~7 µs per 1k chars).
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
+    return " ".join(text.split())

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import cache
 from importlib import resources
-from itertools import compress
 
 import mmh3
 import numpy as np
@@ -27,7 +26,7 @@ Segmenter = Callable[[str], list[str]]
 # (U+4E00–U+9FD5), joined by spaces. The two engines differ only in how they split ASCII inside
 # mixed runs ("iphone手机"), so keeping everything else away from them is what makes their cuts
 # identical; Latin words and numbers come from `_WORD` instead.
-_HAN_RUN = re.compile(r"([\u4e00-\u9fd5]+)")
+_HAN_RUN = re.compile(r"[\u4e00-\u9fd5]+")
 # A word: letters or digits of any script except CJK ideographs, with inner
 # apostrophes and inner dots/commas kept ("don't", "u.s", "3.5", "1,200"), so numbers and
 # abbreviations stay one term. Ideographs outside jieba's range (extensions, compatibility
@@ -92,12 +91,12 @@ class TermExtractor:
 
     def count(self, text: str) -> Counter[str]:
         """Term → number of occurrences."""
-        parts = _HAN_RUN.split(text)  # other, Chinese, other, Chinese, …, other
-        counts = Counter(self._cut(" ".join(parts[1::2])))
-        counts.update(_WORD.findall(" ".join(parts[0::2])))
-        # C-level passes over the distinct terms (a few hundred) instead of a Python test per
-        # term; most of what goes is single ideographs (的, 在, 了) and the separator space.
-        single = list(compress(counts, map((1).__eq__, map(len, counts))))
-        deque(map(counts.pop, single), maxlen=0)
-        deque(map(counts.pop, self._stop.intersection(counts)), maxlen=0)
-        return counts
+        stop = self._stop
+        # Filtering before counting is cheaper: the length test drops most tokens (的, 在, 了,
+        # punctuation, the separator space) without hashing them, and the stop-word test hashes
+        # the rest once, a hash that `Counter` then reuses.
+        han = " ".join(_HAN_RUN.findall(text))
+        terms = [t for t in self._cut(han) if len(t) > 1 and t not in stop]
+        # `_WORD` skips ideographs as it skips spaces, so it can scan the whole text.
+        terms += [w for w in _WORD.findall(text) if len(w) > 1 and w not in stop]
+        return Counter(terms)

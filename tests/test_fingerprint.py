@@ -19,6 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from consumer.analysis import _Worker, fingerprint_options
+from consumer.config import FingerprintConfig, InputConfig
 from consumer.corpus import shared_data_dir
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.fingerprint import (
@@ -28,7 +30,8 @@ from consumer.fingerprint import (
     FingerprintOptions,
     hamming,
 )
-from consumer.idf import DocumentFrequencies, bundled_idf_path, load_idf
+from consumer.idf import DocumentFrequencies, TermTable, bundled_idf_path, load_idf
+from consumer.parsing import InvalidReason
 from consumer.terms import hash_terms
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -198,6 +201,65 @@ def test_reference_and_fast_engines_agree(
     assert same / len(sample) >= 0.999
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        FingerprintOptions(),
+        FingerprintOptions(max_terms=5),
+        FingerprintOptions(max_terms=None),
+        FingerprintOptions(title_weight=2.5),
+        FingerprintOptions(convert_traditional=False),
+    ],
+    ids=["default", "max_terms=5", "all terms", "title_weight=2.5", "no conversion"],
+)
+def test_batch_equals_article_by_article_on_real_text(options: FingerprintOptions) -> None:
+    items = [
+        (a["title"], a["content"])
+        for name in ("zh_hkcnews_2017_2022", "zh_cctv_xwlb_2022_2026", "en_reuters21578")
+        for a in _articles(name, 200)
+    ]
+    fingerprinter = Fingerprinter(options)
+    expected = [fingerprinter.fingerprint(title, content) for title, content in items]
+    # Batches of several sizes, over a term table that is cold, then warm.
+    assert Fingerprinter(options).fingerprint_many(items) == expected
+    assert fingerprinter.fingerprint_many(items[:1]) == expected[:1]
+    assert fingerprinter.fingerprint_many(items[:300]) == expected[:300]
+
+
+def test_batch_puts_errors_in_place(fingerprinter: Fingerprinter) -> None:
+    items = [
+        ("香港新聞", "立法會今日三讀通過法案"),
+        ("", ""),
+        (None, "香港"),
+        ("的了", "，。！"),
+        ("Rates", "The central bank raised interest rates."),
+    ]
+    results = fingerprinter.fingerprint_many(items)  # type: ignore[arg-type]
+    assert results[0] == fingerprinter.fingerprint(*items[0])
+    assert isinstance(results[1], EmptyTextError) and isinstance(results[3], EmptyTextError)
+    assert isinstance(results[2], InputError)
+    assert results[4] == fingerprinter.fingerprint(*items[4])
+    assert fingerprinter.fingerprint_many([]) == []
+
+
+def test_worker_fingerprints_a_batch_as_message_by_message(hkcnews: list[dict]) -> None:
+    worker = _Worker(InputConfig(), fingerprint_options(FingerprintConfig()))
+    messages = [json.dumps(a).encode() for a in hkcnews[:40]]
+    messages[3:3] = [
+        b"not json",
+        json.dumps({"id": "stop-words-only", "title": "的了", "content": "，。"}).encode(),
+        None,
+    ]
+    works = [(m, 1_700_000_000_000 + i) for i, m in enumerate(messages)]
+    results = worker.analyze_many(works)
+    assert results == [worker.analyze(w) for w in works]
+    assert [r.reason for r in results[3:6]] == [  # type: ignore[union-attr]
+        InvalidReason.NOT_JSON,
+        InvalidReason.EMPTY_TEXT,
+        InvalidReason.NOT_JSON,
+    ]
+
+
 # --- sensible distances on real news ------------------------------------------------------
 # Edits an aggregator or an editor makes; run with -s to print the distributions
 # (BENCHMARKS.md, "Fingerprinting").
@@ -298,6 +360,19 @@ def test_bundled_idf_table_lookup_matches_the_file() -> None:
     assert table.lookup(hash_terms(words)).tolist() == values
     unknown = table.lookup(hash_terms(["不存在的词语xyz", "qqqzzz"]))
     assert unknown.tolist() == [table.median, table.median]
+
+
+def test_term_table_matches_the_idf_table_and_forgets_when_full() -> None:
+    idf = load_idf()
+    table = TermTable(idf, capacity=50)
+    rng = random.Random(7)
+    vocabulary = ["香港", "立法会", "economy", "不存在的词语xyz"] + [f"w{i}" for i in range(5000)]
+    # 120 terms overflow the capacity; 4,000 also outgrow the arrays' first allocation.
+    for size in (1, 3, 40, 120, 4000, 40):
+        terms = rng.choices(vocabulary, k=size)
+        rows = table.rows(terms)
+        assert table.hashes[rows].tolist() == hash_terms(terms).tolist()
+        assert table.idfs[rows].tolist() == idf.lookup(hash_terms(terms)).tolist()
 
 
 def test_user_idf_table(tmp_path: Path) -> None:
