@@ -67,7 +67,32 @@ class _Worker:
         return Analyzed(parsed.id, parsed.event_time_ms, fp.simhash, fp.content_hash)
 
     def analyze_many(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
-        return [self.analyze(w) for w in works]
+        """Parse every message, then fingerprint the valid articles in one batch (about twice
+        as fast as article by article: BENCHMARKS.md, "Fingerprinting")."""
+        try:
+            parsed = [parse_article(value, ms, self.input_config) for value, ms in works]
+            articles = [a for a in parsed if not isinstance(a, Invalid)]
+            fingerprints = iter(
+                self.fingerprinter.fingerprint_many([(a.title, a.content) for a in articles])
+            )
+        except Exception:
+            # A bug must not turn a whole batch into internal errors: message by message, only
+            # the message that triggers it does.
+            log.exception("batch analysis failed; analyzing message by message")
+            return [self.analyze(w) for w in works]
+        results: list[Analyzed | Invalid] = []
+        for article in parsed:
+            if isinstance(article, Invalid):
+                results.append(article)
+                continue
+            fp = next(fingerprints)
+            if isinstance(fp, NewsdedupError):
+                results.append(Invalid(InvalidReason.EMPTY_TEXT, str(fp)[:300]))
+            else:
+                results.append(
+                    Analyzed(article.id, article.event_time_ms, fp.simhash, fp.content_hash)
+                )
+        return results
 
 
 _process_worker: _Worker | None = None
