@@ -6,7 +6,7 @@ import gzip
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -38,20 +38,24 @@ def open_bytes(path: str | Path) -> IO[bytes]:
 def iter_jsonl(path: str | Path, limit: int | None = None) -> Iterator[dict]:
     """Yield one dict per non-empty line; a malformed line stops with its line number."""
     with open_text(path) as f:
-        n = 0
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{lineno}: not a JSON line ({e.msg})") from None
-            if not isinstance(record, dict):
-                raise InputError(f"{path}:{lineno}: expected a JSON object")
+        for n, record in enumerate(parse_jsonl_lines(f, str(path)), 1):
             yield record
-            n += 1
             if limit is not None and n >= limit:
                 return
+
+
+def parse_jsonl_lines(lines: Iterable[str], name: str, first_lineno: int = 1) -> Iterator[dict]:
+    """JSON objects from text lines, skipping blank ones; errors name `name:line`."""
+    for lineno, line in enumerate(lines, first_lineno):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{name}:{lineno}: not a JSON line ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise InputError(f"{name}:{lineno}: expected a JSON object")
+        yield record
 
 
 def shared_data_dir() -> Path:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-from consumer.corpus import iter_jsonl, open_text
+from consumer.corpus import iter_jsonl, open_text, parse_jsonl_lines
 from consumer.errors import InputError, NewsdedupError
 from consumer.fingerprint import Fingerprint, Fingerprinter, FingerprintOptions, hamming
 from consumer.terms import ENGINES
@@ -58,16 +58,7 @@ def _articles(path: str) -> tuple[Iterator[dict[str, Any]], bool]:
 
 def _jsonl_after(first: dict[str, Any], f: IO[str]) -> Iterator[dict[str, Any]]:
     yield first
-    for lineno, line in enumerate(f, 2):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"-:{lineno}: not a JSON line ({e.msg})") from None
-        if not isinstance(record, dict):
-            raise InputError(f"-:{lineno}: expected a JSON object")
-        yield record
+    yield from parse_jsonl_lines(f, "-", first_lineno=2)
 
 
 def _text_field(record: dict[str, Any], name: str) -> str:
