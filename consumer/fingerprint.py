@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import accumulate, chain, pairwise
 
 import mmh3
 import numpy as np
@@ -161,37 +161,33 @@ class Fingerprinter:
         if not docs:
             return results
 
-        # All terms of the batch in one flat array, article after article.
-        sizes = np.fromiter(map(len, counts), np.intp, len(counts))
+        # All terms of the batch in flat arrays, article after article.
+        sizes = list(map(len, counts))
         terms = list(chain.from_iterable(counts))
         tf = np.fromiter(chain.from_iterable(c.values() for c in counts), np.float64, len(terms))
         rows = self._table.rows(terms)
         hashes = self._table.hashes[rows]
         weights = tf * self._table.idfs[rows]
-        doc = np.repeat(np.arange(len(docs), dtype=np.int16), sizes)  # _BATCH < 2**15
-        starts = term_starts = np.cumsum(sizes) - sizes
+        term_bounds = [0, *accumulate(sizes)]
 
+        keep = np.arange(len(terms))
         max_terms = self.options.max_terms
-        if max_terms is not None and (sizes > max_terms).any():
-            keep = _heaviest(weights, hashes, doc, starts, sizes, max_terms)
-            sizes = np.bincount(doc[keep], minlength=len(docs))
-            starts = np.cumsum(sizes) - sizes
-        else:
-            keep = np.arange(len(terms))
+        if max_terms is not None and max(sizes) > max_terms:
+            keep = _heaviest(weights, hashes, sizes, max_terms)
+            sizes = [min(n, max_terms) for n in sizes]
+        bounds = [0, *accumulate(sizes)]
 
         # Vote: bit j of every term hash adds its weight for 1 and subtracts it for 0. One small
         # integer product per article: a batch-wide segmented sum builds a 64-column temporary.
         votes_w = np.rint(weights[keep] * _WEIGHT_SCALE).astype(np.int64)
         bits = np.unpackbits(
-            hashes[keep].astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
+            hashes[keep].astype("<u8", copy=False).view(np.uint8).reshape(-1, 8),
+            axis=1,
+            bitorder="little",
         )
-        ones = np.stack(
-            [
-                votes_w[a : a + n] @ bits[a : a + n]
-                for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)
-            ]
+        votes = np.stack(
+            [2 * (votes_w[a:b] @ bits[a:b]) - votes_w[a:b].sum() for a, b in pairwise(bounds)]
         )
-        votes = 2 * ones - np.add.reduceat(votes_w, starts)[:, None]
         simhashes = np.packbits(votes > 0, axis=1, bitorder="little").view("<u8").ravel()
 
         for j, (i, simhash, content_hash) in enumerate(
@@ -201,9 +197,9 @@ class Fingerprinter:
             if explain:
                 # Reported like jieba's extract_tags: tf-idf divided by the number of term
                 # occurrences.
-                mine = keep[starts[j] : starts[j] + sizes[j]]
+                mine = keep[bounds[j] : bounds[j + 1]]
                 mine = mine[np.lexsort((hashes[mine], -weights[mine]))]
-                total = float(tf[term_starts[j] : term_starts[j] + len(counts[j])].sum())
+                total = float(tf[term_bounds[j] : term_bounds[j + 1]].sum())
                 explained = tuple(
                     zip(
                         [terms[k] for k in mine.tolist()],
@@ -215,17 +211,11 @@ class Fingerprinter:
         return results
 
 
-def _heaviest(
-    weights: np.ndarray,
-    hashes: np.ndarray,
-    doc: np.ndarray,
-    starts: np.ndarray,
-    sizes: np.ndarray,
-    limit: int,
-) -> np.ndarray:
-    """Indices of each article's `limit` heaviest terms, in index order (terms are grouped by
-    article). Equal weights (common: unknown words share the median IDF) go by ascending hash,
-    so the choice never depends on the order words appeared in.
+def _heaviest(weights: np.ndarray, hashes: np.ndarray, sizes: list[int], limit: int) -> np.ndarray:
+    """Indices of each article's `limit` heaviest terms, in index order (the terms of article i
+    are the `sizes[i]` after those of article i - 1). Equal weights (common: unknown words share
+    the median IDF) go by ascending hash, so the choice never depends on the order words
+    appeared in.
 
     The vote needs the choice, not an order: one sort by weight finds each article's
     limit-th weight, and only the terms tied at that weight are ordered by hash. Three times
@@ -235,11 +225,14 @@ def _heaviest(
         # One article (the per-article path): sorting its few hundred terms costs less than
         # the bookkeeping below.
         return np.sort(np.lexsort((hashes, -weights))[:limit])
+    counts = np.array(sizes)
+    starts = np.cumsum(counts) - counts
+    doc = np.repeat(np.arange(len(sizes), dtype=np.int16), counts)  # _BATCH < 2**15
     by_weight = np.argsort(-weights)
     # Stable by article (16-bit ids: a radix sort), so heaviest first within each article.
     by_weight = by_weight[np.argsort(doc[by_weight], kind="stable")]
     threshold = np.full(len(sizes), -np.inf)
-    over = sizes > limit
+    over = counts > limit
     threshold[over] = weights[by_weight[starts[over] + limit - 1]]
     article_threshold = threshold[doc]
     heavier = np.flatnonzero(weights > article_threshold)

@@ -79,9 +79,10 @@ class TermTable:
 
     def rows(self, terms: list[str]) -> np.ndarray:
         """Rows of `hashes` and `idfs` for the terms, adding the terms not yet seen."""
-        rows = np.array(list(map(self._rows.get, terms, repeat(-1))), dtype=np.intp)
-        missing = np.flatnonzero(rows < 0)
-        if missing.size:
+        found = list(map(self._rows.get, terms, repeat(-1)))
+        rows = np.array(found, dtype=np.intp)
+        if -1 in found:
+            missing = np.flatnonzero(rows < 0)
             if len(self._rows) + missing.size > self._capacity:
                 self._rows.clear()
                 missing = np.arange(len(terms))
