@@ -72,13 +72,11 @@ class Pipeline:
         analyzed = self.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
         t1 = time.perf_counter()
         batch = self.store.begin()
-        batch.prefetch(
-            [
-                (a.simhash, a.content_hash, a.event_time_ms)
-                for a in analyzed
-                if isinstance(a, Analyzed)
-            ]
-        )
+        # Both reads vectorized over the batch: candidates for every fingerprint, and the
+        # records of every id (re-deliveries and updates).
+        valid = [a for a in analyzed if isinstance(a, Analyzed)]
+        batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in valid])
+        batch.prefetch_records([a.id for a in valid])
         now_ms = self.clock_ms()
         outcomes: list[Outcome] = []
         next_offsets: dict[str, int] = {}
