@@ -15,9 +15,9 @@ import mmh3
 import numpy as np
 
 from consumer.errors import ConfigError, InputError, NewsdedupError
-from consumer.idf import TermTable, load_idf
+from consumer.idf import load_idf
 from consumer.normalize import Normalizer
-from consumer.terms import ENGINES, TermExtractor
+from consumer.terms import ENGINES, TermExtractor, hash_terms
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
 # sum: a float sum's rounding depends on the order of addition (and on the BLAS build), which
@@ -96,18 +96,18 @@ class Fingerprinter:
 
     Construction loads the IDF table (~0.3 s, once per process and path) and the segmenter.
     `fingerprint_many` runs each stage over a whole batch, which is faster than article by
-    article: each stage's tables (OpenCC's, the segmenter's dictionary, the term table) stay in
+    article: each stage's tables (OpenCC's, the segmenter's dictionary, the IDF table) stay in
     the CPU cache while it runs (OpenCC alone costs about twice as much per article when stages
     alternate), and the NumPy steps run once per batch.
     """
 
-    __slots__ = ("_normalize", "_table", "_terms", "options")
+    __slots__ = ("_idf", "_normalize", "_terms", "options")
 
     def __init__(self, options: FingerprintOptions = FingerprintOptions()) -> None:
         self.options = options
         self._normalize = Normalizer(options.convert_traditional)
         self._terms = TermExtractor(options.engine)
-        self._table = TermTable(load_idf(options.idf_path))
+        self._idf = load_idf(options.idf_path)
 
     def fingerprint(self, title: str, content: str, *, explain: bool = False) -> Fingerprint:
         """One article; raises `EmptyTextError` or `InputError` when it has no fingerprint."""
@@ -167,9 +167,8 @@ class Fingerprinter:
         sizes = list(map(len, counts))
         terms = list(chain.from_iterable(counts))
         tf = np.fromiter(chain.from_iterable(c.values() for c in counts), np.float64, len(terms))
-        rows = self._table.rows(terms)
-        hashes = self._table.hashes[rows]
-        weights = tf * self._table.idfs[rows]
+        hashes = hash_terms(terms)
+        weights = tf * self._idf.lookup(hashes)
         term_bounds = [0, *accumulate(sizes)]
 
         keep = np.arange(len(terms))

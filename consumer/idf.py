@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib.util import find_spec
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -56,51 +55,6 @@ class IdfTable:
         out = np.empty(len(hashes))
         out[order] = np.where(self.keys[at] == queries, self.values[at], self.median)
         return out
-
-
-class TermTable:
-    """Term → (64-bit term hash, IDF), filled lazily from an `IdfTable` as terms are first seen.
-
-    News repeats its vocabulary from article to article, so after a few hundred articles nearly
-    every term is a hit: one dict lookup (the term's string hash is already cached by the
-    stop-word test) instead of mmh3 and a binary search over the 270k-entry table. Holds at most
-    about `capacity` terms; when full it starts afresh, which costs time, never results.
-    """
-
-    __slots__ = ("_capacity", "_idf", "_rows", "hashes", "idfs")
-
-    def __init__(self, idf: IdfTable, capacity: int = 1 << 18) -> None:
-        self._idf = idf
-        self._capacity = capacity
-        self._rows: dict[str, int] = {}
-        # Row i holds the hash and IDF of the i-th term added to `_rows`.
-        self.hashes = np.empty(1024, dtype=np.uint64)
-        self.idfs = np.empty(1024, dtype=np.float64)
-
-    def rows(self, terms: list[str]) -> np.ndarray:
-        """Rows of `hashes` and `idfs` for the terms, adding the terms not yet seen."""
-        found = list(map(self._rows.get, terms, repeat(-1)))
-        rows = np.array(found, dtype=np.intp)
-        if -1 in found:
-            missing = np.flatnonzero(rows < 0)
-            if len(self._rows) + missing.size > self._capacity:
-                self._rows.clear()
-                missing = np.arange(len(terms))
-            new = list(dict.fromkeys([terms[i] for i in missing.tolist()]))
-            start, end = len(self._rows), len(self._rows) + len(new)
-            if end > len(self.hashes):
-                size = max(2 * len(self.hashes), end)
-                self.hashes = np.resize(self.hashes, size)
-                self.idfs = np.resize(self.idfs, size)
-            self.hashes[start:end] = hash_terms(new)
-            self.idfs[start:end] = self._idf.lookup(self.hashes[start:end])
-            self._rows.update(zip(new, range(start, end), strict=True))
-            rows[missing] = np.fromiter(
-                map(self._rows.__getitem__, [terms[i] for i in missing.tolist()]),
-                np.intp,
-                missing.size,
-            )
-        return rows
 
 
 def bundled_idf_path() -> Path:

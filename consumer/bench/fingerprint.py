@@ -138,9 +138,9 @@ def run(args: argparse.Namespace) -> int:
     best: dict[str, tuple[float, float, list[Fingerprint | None]]] = {}
     for _ in range(args.repeat):
         for path in ("per-article", "batch"):
-            run_ = _run(fast, articles, batch=path == "batch")
-            if path not in best or run_[1] < best[path][1]:
-                best[path] = run_
+            measured = _run(fast, articles, batch=path == "batch")
+            if path not in best or measured[1] < best[path][1]:
+                best[path] = measured
     fast_results = {
         path: _result("rjieba", path, n, megabytes, setup, wall, cpu, fps)
         for path, (wall, cpu, fps) in best.items()
