@@ -67,7 +67,7 @@ class _Worker:
         return Analyzed(parsed.id, parsed.event_time_ms, fp.simhash, fp.content_hash)
 
     def analyze_many(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
-        """Parse every message, then fingerprint the valid articles in one batch (about twice
+        """Parse every message, then fingerprint the valid articles in one batch (about 1.5×
         as fast as article by article: BENCHMARKS.md, "Fingerprinting")."""
         try:
             parsed = [parse_article(value, ms, self.input_config) for value, ms in works]

@@ -93,8 +93,8 @@ class TermExtractor:
         """Term → number of occurrences."""
         stop = self._stop
         # Filtering before counting is cheaper: the length test drops most tokens (的, 在, 了,
-        # punctuation, the separator space) without hashing them, and the stop-word test hashes
-        # the rest once, a hash that `Counter` then reuses.
+        # the separator space) without hashing them, and the stop-word test hashes the rest
+        # once, a hash that `Counter` then reuses.
         han = " ".join(_HAN_RUN.findall(text))
         terms = [t for t in self._cut(han) if len(t) > 1 and t not in stop]
         # `_WORD` skips ideographs as it skips spaces, so it can scan the whole text.
