@@ -17,11 +17,11 @@ LINT_PATHS := consumer indexstore tests
 
 venv: $(VENV_STAMP)
 
-$(VENV_STAMP): pyproject.toml
+$(VENV_STAMP): pyproject.toml Makefile
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing newsdedup and its test extras into $(VENV)/"
+	@echo "installing newsdedup with its test and eval extras into $(VENV)/"
 	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,eval]'
 	@touch $@
 
 system-deps:
