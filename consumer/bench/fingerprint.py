@@ -13,6 +13,7 @@ from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.errors import InputError, NewsdedupError
 from consumer.fingerprint import Fingerprint, Fingerprinter, FingerprintOptions, hamming
 from consumer.normalize import Normalizer
+from consumer.progress import Progress
 from consumer.terms import load_segmenter
 
 
@@ -129,18 +130,23 @@ def run(args: argparse.Namespace) -> int:
     n = len(articles)
     megabytes = sum(len(t.encode()) + len(c.encode()) for t, c in articles) / 1e6
 
+    # Progress counts whole timed runs, so it adds nothing inside the measured loops.
+    progress = Progress("bench fingerprint", total=1 + 2 * args.repeat, unit="runs")
     reference, setup = _build("jieba")
     wall, cpu, expected = _run(reference, articles, batch=False)
+    progress.advance()
     results = {"jieba": _result("jieba", "per-article", n, megabytes, setup, wall, cpu, expected)}
 
     # The two paths of the fast engine alternate, so that both see the same machine load.
     fast, setup = _build("rjieba")
     best: dict[str, tuple[float, float, list[Fingerprint | None]]] = {}
-    for _ in range(args.repeat):
-        for path in ("per-article", "batch"):
-            measured = _run(fast, articles, batch=path == "batch")
-            if path not in best or measured[1] < best[path][1]:
-                best[path] = measured
+    with progress:
+        for _ in range(args.repeat):
+            for path in ("per-article", "batch"):
+                measured = _run(fast, articles, batch=path == "batch")
+                progress.advance()
+                if path not in best or measured[1] < best[path][1]:
+                    best[path] = measured
     fast_results = {
         path: _result("rjieba", path, n, megabytes, setup, wall, cpu, fps)
         for path, (wall, cpu, fps) in best.items()
