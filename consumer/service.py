@@ -341,27 +341,17 @@ class Service:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Nothing is in flight here: every batch was completed before this poll.
-        self.health.assigned = 0
-        self.metrics.assigned_partitions.set(0)
-        # Eager assignment revokes everything; another instance now reports these partitions.
-        self.metrics.consumer_lag.clear()
-        log_event(
-            log,
-            logging.INFO,
-            "partitions revoked",
-            partitions=sorted(p.partition for p in partitions),
-        )
+        self._release(partitions, logging.INFO, "partitions revoked")
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._release(partitions, logging.WARNING, "partitions lost (session timed out)")
+
+    def _release(self, partitions: list[TopicPartition], level: int, event: str) -> None:
         self.health.assigned = 0
         self.metrics.assigned_partitions.set(0)
+        # Eager assignment gives up everything; another instance now reports these partitions.
         self.metrics.consumer_lag.clear()
-        log_event(
-            log,
-            logging.WARNING,
-            "partitions lost (session timed out)",
-            partitions=sorted(p.partition for p in partitions),
-        )
+        log_event(log, level, event, partitions=sorted(p.partition for p in partitions))
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal() or error.code() in _FATAL_CODES:
