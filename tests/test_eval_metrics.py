@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from consumer.decisions import DecisionKind
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.metrics import score
-from consumer.evaluation.runs import Decision, Run, Verdict
+from consumer.evaluation.runs import Decision, Run
 
 # Jaccard of the pairs the decisions below match; any other pair is unrelated.
 JACCARD = {("a", "b"): 0.9, ("a", "c"): 0.3, ("b", "d"): 0.6}
@@ -17,11 +18,11 @@ def similarity(x: str, y: str) -> float:
 
 
 DECISIONS = (
-    Decision("a", Verdict.UNIQUE),
-    Decision("b", Verdict.NEAR_DUPLICATE, "a"),  # right: 0.9
-    Decision("c", Verdict.DUPLICATE, "a"),  # wrong: 0.3 < 0.5
-    Decision("d", Verdict.NEAR_DUPLICATE, "b"),  # right: 0.6, though its pair names `a`
-    Decision("e", Verdict.UNIQUE),
+    Decision("a", DecisionKind.UNIQUE),
+    Decision("b", DecisionKind.NEAR_DUPLICATE, "a"),  # right: 0.9
+    Decision("c", DecisionKind.DUPLICATE, "a"),  # wrong: 0.3 < 0.5
+    Decision("d", DecisionKind.NEAR_DUPLICATE, "b"),  # right: 0.6, though its pair names `a`
+    Decision("e", DecisionKind.UNIQUE),
 )
 PAIRS = [
     TruePair("a", "b", "corpus", 0.9),  # found
@@ -48,7 +49,7 @@ def test_hand_computed_scores() -> None:
 
 
 def test_nothing_flagged_has_no_precision() -> None:
-    quiet = tuple(Decision(d.id, Verdict.UNIQUE) for d in DECISIONS)
+    quiet = tuple(Decision(d.id, DecisionKind.UNIQUE) for d in DECISIONS)
     s = score(Run("x", quiet, seconds=1.0), PAIRS, similarity)
     assert s.precision is None
     assert s.recall == 0.0

@@ -10,9 +10,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from consumer.decisions import DecisionKind
 from consumer.evaluation import truth
 from consumer.evaluation.feed import Article
-from consumer.evaluation.runs import Decision, Run, Verdict
+from consumer.evaluation.runs import Decision, Run
 from consumer.progress import Progress
 
 MINHASH_PERMUTATIONS = 128
@@ -48,7 +49,7 @@ def run_minhash(articles: Sequence[Article]) -> Run:
             normalized = truth.normalize(article.text)
             grams = _char_shingles(normalized, MINHASH_SHINGLE)
             if not grams:
-                decisions.append(Decision(article.id, Verdict.UNIQUE))
+                decisions.append(Decision(article.id, DecisionKind.UNIQUE))
                 progress.advance()
                 continue
             # Sharing the template's permutations avoids regenerating them per article.
@@ -65,10 +66,10 @@ def run_minhash(articles: Sequence[Article]) -> Run:
                     candidate = (-estimate, position[key], key)
                     best = candidate if best is None or candidate < best else best
             if best is None:
-                decisions.append(Decision(article.id, Verdict.UNIQUE))
+                decisions.append(Decision(article.id, DecisionKind.UNIQUE))
             else:
                 same = normalized_of[best[2]] == normalized
-                verdict = Verdict.DUPLICATE if same else Verdict.NEAR_DUPLICATE
+                verdict = DecisionKind.DUPLICATE if same else DecisionKind.NEAR_DUPLICATE
                 decisions.append(Decision(article.id, verdict, best[2]))
             lsh.insert(article.id, sketch)
             sketches[article.id] = sketch
@@ -97,7 +98,7 @@ def run_simhash(articles: Sequence[Article]) -> Run:
         for i, article in enumerate(articles):
             normalized = truth.normalize(article.text)
             if not normalized:
-                decisions.append(Decision(article.id, Verdict.UNIQUE))
+                decisions.append(Decision(article.id, DecisionKind.UNIQUE))
                 progress.advance()
                 continue
             # Given a string, Simhash cuts its own character 4-grams (width=4), as documented.
@@ -106,10 +107,10 @@ def run_simhash(articles: Sequence[Article]) -> Run:
             if near:
                 key = min(near, key=lambda k: (fingerprint.distance(hashes[k]), position[k]))
                 same = normalized_of[key] == normalized
-                verdict = Verdict.DUPLICATE if same else Verdict.NEAR_DUPLICATE
+                verdict = DecisionKind.DUPLICATE if same else DecisionKind.NEAR_DUPLICATE
                 decisions.append(Decision(article.id, verdict, key))
             else:
-                decisions.append(Decision(article.id, Verdict.UNIQUE))
+                decisions.append(Decision(article.id, DecisionKind.UNIQUE))
             index.add(article.id, fingerprint)
             hashes[article.id] = fingerprint
             position[article.id] = i

@@ -16,8 +16,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from consumer.decisions import DecisionKind
 from consumer.evaluation.feed import Article
-from consumer.evaluation.runs import Decision, Run, Verdict
+from consumer.evaluation.runs import Decision, Run
 
 # Tests replace this with a stand-in script that honours the same contract.
 CHECK_COMMAND: tuple[str, ...] = (sys.executable, "-m", "consumer.cli", "check")
@@ -35,7 +36,7 @@ def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[
     for n, (line, article) in enumerate(zip(lines, articles, strict=True), 1):
         try:
             record = json.loads(line)
-            verdict = Verdict(record["decision"])
+            verdict = DecisionKind(record["decision"])
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise ContractError(f"decision line {n}: {e!r}") from None
         if record.get("id") != article.id:
@@ -43,7 +44,7 @@ def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[
                 f"decision line {n} is for {record.get('id')!r}, not {article.id!r}"
             )
         matched = record.get("matched_id")
-        if verdict is not Verdict.UNIQUE and not isinstance(matched, str):
+        if verdict is not DecisionKind.UNIQUE and not isinstance(matched, str):
             raise ContractError(f"decision line {n}: {verdict} without a matched_id")
         decisions.append(
             Decision(article.id, verdict, matched if isinstance(matched, str) else None)

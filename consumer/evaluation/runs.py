@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Verdict(StrEnum):
-    UNIQUE = "unique"
-    DUPLICATE = "duplicate"
-    NEAR_DUPLICATE = "near_duplicate"
+from consumer.decisions import DecisionKind
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
     id: str
-    verdict: Verdict
+    verdict: DecisionKind
     matched_id: str | None = None
 
     @property
     def flagged(self) -> bool:
-        return self.verdict is not Verdict.UNIQUE
+        return self.verdict is not DecisionKind.UNIQUE
 
 
 @dataclass(frozen=True, slots=True)
