@@ -3,8 +3,9 @@
 Nobody else builds or slices these bytes. The RocksDB database (raw mode) holds:
 
 column family ``default`` (small, fixed keys)
-    b"meta"          -> UTF-8 JSON {"format": 1, "max_distance": k, "segment_ms": ...,
-                        "generation_ms": ...}; checked at open
+    b"meta"          -> UTF-8 JSON {"format": 2, "max_distance": k, "segment_ms": ...,
+                        "generation_ms": ...}; checked at open. Format 1 (records of
+                        version 1 only) is read, and becomes 2 when opened for writing
     b"state"         -> >q watermark_ms (INT64_MIN = none) | >Q next_seq | >Q commits
     b"pos:" + KEY    -> >Q next offset to read (KEY: UTF-8, e.g. "news.raw/3")
 
@@ -15,10 +16,11 @@ column family ``segment.<id>`` (one per segment; id = event_time_ms // segment_m
 
 column family ``articles.<gen>`` (article table; gen = storage_time // generation_ms)
     article id (UTF-8) -> record:
-        >B version(1) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
+        >B version(2) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
         (2**64-1: not in the search tables) | >b distance (-1: none) | >B flags
-        (bit 0 late, bit 1 matched_id present) | >HHH lengths of the UTF-8 strings
-        decision, cluster_id, matched_id | the three strings | payload (the rest)
+        (bit 0 late, bit 1 matched_id present) | >HHHH lengths of the UTF-8 strings
+        decision, cluster_id, matched_id and of the sketch | the three strings | sketch |
+        payload (the rest). Version 1 (format 1) has >HHH and no sketch.
 
 A row is one article's entry in the search tables; `seq` numbers rows in insertion order,
 never reused. Blobs are little-endian so numpy reads them without copying; keys are
@@ -36,7 +38,10 @@ import numpy as np
 from indexstore.errors import IndexFormatError
 from indexstore.model import ArticleRecord
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Formats this version opens; older ones are upgraded in place (their records stay readable).
+READABLE_FORMATS = (1, 2)
+MAX_SKETCH_BYTES = 2**16 - 1
 NO_SEQ = 2**64 - 1
 NO_WATERMARK = -(2**63)
 
@@ -52,8 +57,9 @@ ARTICLES_CF_PREFIX = "articles."
 _STATE = struct.Struct(">qQQ")
 _U64 = struct.Struct(">Q")
 _RECORD_HEAD = struct.Struct(">BQ16sqQbB")
-_LENGTHS = struct.Struct(">HHH")
-_RECORD_VERSION = 1
+_LENGTHS_V1 = struct.Struct(">HHH")
+_LENGTHS = struct.Struct(">HHHH")
+_RECORD_VERSION = 2
 _FLAG_LATE = 1
 _FLAG_MATCHED = 2
 
@@ -63,12 +69,13 @@ class Meta:
     max_distance: int
     segment_ms: int
     generation_ms: int
+    format: int = FORMAT_VERSION
 
 
 def encode_meta(meta: Meta) -> bytes:
     return json.dumps(
         {
-            "format": FORMAT_VERSION,
+            "format": meta.format,
             "max_distance": meta.max_distance,
             "segment_ms": meta.segment_ms,
             "generation_ms": meta.generation_ms,
@@ -81,13 +88,16 @@ def decode_meta(raw: bytes) -> Meta:
     try:
         doc = json.loads(raw)
         fmt = doc["format"]
-        meta = Meta(int(doc["max_distance"]), int(doc["segment_ms"]), int(doc["generation_ms"]))
+        meta = Meta(
+            int(doc["max_distance"]), int(doc["segment_ms"]), int(doc["generation_ms"]), fmt
+        )
     except (ValueError, KeyError, TypeError) as e:
         raise IndexFormatError(f"unreadable index metadata ({e}); is this an index?") from e
-    if fmt != FORMAT_VERSION:
+    if fmt not in READABLE_FORMATS:
         raise IndexFormatError(
-            f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}); "
-            "rebuild the index or use the matching newsdedup version"
+            f"index format {fmt} is not supported by this version (reads formats "
+            f"{', '.join(map(str, READABLE_FORMATS))}); rebuild the index in a new directory "
+            "or use the matching newsdedup version"
         )
     return meta
 
@@ -185,10 +195,11 @@ def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
                 -1 if record.distance is None else record.distance,
                 flags,
             ),
-            _LENGTHS.pack(len(decision), len(cluster), len(matched)),
+            _LENGTHS.pack(len(decision), len(cluster), len(matched), len(record.sketch)),
             decision,
             cluster,
             matched,
+            record.sketch,
             record.payload,
         )
     )
@@ -197,14 +208,20 @@ def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
 def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
     """The record and its row seq (None when it is not in the search tables)."""
     version, simhash, content_hash, event_time, seq, distance, flags = _RECORD_HEAD.unpack_from(raw)
-    if version != _RECORD_VERSION:
+    if version == _RECORD_VERSION:
+        a, b, c, s = _LENGTHS.unpack_from(raw, _RECORD_HEAD.size)
+        pos = _RECORD_HEAD.size + _LENGTHS.size
+    elif version == 1:
+        a, b, c = _LENGTHS_V1.unpack_from(raw, _RECORD_HEAD.size)
+        s, pos = 0, _RECORD_HEAD.size + _LENGTHS_V1.size
+    else:
         raise IndexFormatError(f"article record version {version} is not supported")
-    a, b, c = _LENGTHS.unpack_from(raw, _RECORD_HEAD.size)
-    pos = _RECORD_HEAD.size + _LENGTHS.size
     decision = raw[pos : pos + a].decode()
     cluster_id = raw[pos + a : pos + a + b].decode()
     matched_id = raw[pos + a + b : pos + a + b + c].decode()
     pos += a + b + c
+    sketch = raw[pos : pos + s]
+    pos += s
     record = ArticleRecord(
         article_id=article_id,
         simhash=simhash,
@@ -216,5 +233,6 @@ def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | Non
         distance=None if distance < 0 else distance,
         late=bool(flags & _FLAG_LATE),
         payload=raw[pos:],
+        sketch=sketch,
     )
     return record, (None if seq == NO_SEQ else seq)

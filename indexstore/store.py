@@ -170,6 +170,11 @@ class IndexStore:
             # A read-only reader just shows what is there, with the k it was built with.
             if not self._read_only:
                 _check_compatible(self._path, self._meta, wanted)
+                if self._meta.format != enc.FORMAT_VERSION:
+                    # Older records stay readable; the new format only marks that newer ones
+                    # may follow, so an older newsdedup refuses the directory instead of them.
+                    self._meta = dataclasses.replace(self._meta, format=enc.FORMAT_VERSION)
+                    self._db.put(enc.META_KEY, enc.encode_meta(self._meta))
         self._layout = choose_layout(self._meta.max_distance, options.expected_articles)
         self._watermark, self._next_seq, self._commits = enc.decode_state(
             self._db.get(enc.STATE_KEY)
@@ -545,7 +550,14 @@ class Batch:
             ranked.append(
                 (
                     (distance, not exact, record.event_time_ms, seq),
-                    Match(article_id, distance, exact, record.event_time_ms, record.cluster_id),
+                    Match(
+                        article_id,
+                        distance,
+                        exact,
+                        record.event_time_ms,
+                        record.cluster_id,
+                        record.sketch,
+                    ),
                 )
             )
         ranked.sort(key=lambda item: item[0])
@@ -565,6 +577,10 @@ class Batch:
             raise IndexStoreError(f"content_hash must be 16 bytes, got {len(record.content_hash)}")
         if not 0 <= record.simhash < 2**64:
             raise IndexStoreError(f"simhash must be an unsigned 64-bit int, got {record.simhash}")
+        if len(record.sketch) > enc.MAX_SKETCH_BYTES:
+            raise IndexStoreError(
+                f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {len(record.sketch)}"
+            )
         store = self._store
         event_time_ms = record.event_time_ms
         if event_time_ms > self._time_limit:

@@ -53,6 +53,7 @@ def test_get(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", "get", "a1", "--state", str(state)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["simhash"] == f"{0xABC << 1:016x}" and doc["payload"] == "src"
+    assert doc["sketch"] == ""
     assert main(["index", "get", "nope", "--state", str(state)]) == 1
 
 

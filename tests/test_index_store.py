@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import rocksdict
 
 from indexstore import (
     ArticleRecord,
@@ -181,3 +185,78 @@ def test_blobs_are_merged_and_reopen_is_exact(tmp_path: Path) -> None:
         for i in range(80):
             assert batch.search(i << 8, b"x" * 16, NOW).matches[0].article_id == f"a{i}"
         batch.abort()
+
+
+def test_sketch_is_stored_and_handed_back_with_matches(tmp_path: Path) -> None:
+    sketch = bytes(range(96))
+    with open_store(tmp_path) as store:
+        batch = store.begin()
+        batch.put(dataclasses.replace(rec("a", 0b1010, NOW), sketch=sketch))
+        batch.put(rec("b", 0b1011, NOW))
+        assert batch.lookup("a").sketch == sketch
+        found = batch.search(0b1010, b"y" * 16, NOW, limit=5).matches
+        assert [(m.article_id, m.sketch) for m in found] == [("a", sketch), ("b", b"")]
+        batch.commit()
+        assert store.get("a").sketch == sketch
+        with pytest.raises(IndexStoreError, match="sketch must be at most"):
+            store.begin().put(dataclasses.replace(rec("c", 0, NOW), sketch=b"s" * 65_536))
+    with open_store(tmp_path) as store:
+        assert store.get("a") == dataclasses.replace(rec("a", 0b1010, NOW), sketch=sketch)
+        batch = store.begin()
+        batch.prefetch([(0b1010, b"y" * 16, NOW)])
+        found = batch.search(0b1010, b"y" * 16, NOW, limit=5).matches
+        assert [(m.article_id, m.sketch) for m in found] == [("a", sketch), ("b", b"")]
+        batch.abort()
+
+
+def _format_1_record(record: ArticleRecord, seq: int) -> bytes:
+    """An article record as format 1 wrote it: no sketch."""
+    strings = (record.decision.encode(), record.cluster_id.encode(), b"")
+    return b"".join(
+        (
+            struct.pack(
+                ">BQ16sqQbB",
+                1,
+                record.simhash,
+                record.content_hash,
+                record.event_time_ms,
+                seq,
+                -1,
+                0,
+            ),
+            struct.pack(">HHH", *map(len, strings)),
+            *strings,
+            record.payload,
+        )
+    )
+
+
+def test_format_1_directory_opens_and_is_upgraded(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store, store.begin() as batch:
+        batch.put(rec("a", 0b1111, NOW))
+    # Rewrite the directory as format 1 left it: its metadata and a record without a sketch.
+    names = rocksdict.Rdict.list_cf(str(tmp_path))
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(
+        str(tmp_path), opts, column_families={n: opts for n in names if n != "default"}
+    )
+    meta = json.loads(db[b"meta"])
+    db[b"meta"] = json.dumps({**meta, "format": 1}).encode()
+    (articles,) = [n for n in names if n.startswith("articles.")]
+    db.get_column_family(articles)[b"a"] = _format_1_record(rec("a", 0b1111, NOW), 0)
+    db.close()
+    with IndexStore.open(tmp_path, read_only=True) as reader:
+        assert reader.get("a") == rec("a", 0b1111, NOW)
+    with open_store(tmp_path) as store:
+        assert store.get("a") == rec("a", 0b1111, NOW)
+        batch = store.begin()
+        assert batch.search(0b0111, b"x" * 16, NOW).matches[0].sketch == b""
+        batch.abort()
+    db = rocksdict.Rdict(
+        str(tmp_path), opts, column_families={n: opts for n in names if n != "default"}
+    )
+    assert json.loads(db[b"meta"])["format"] == 2
+    db[b"meta"] = json.dumps({**meta, "format": 99}).encode()
+    db.close()
+    with pytest.raises(IndexFormatError, match="index format 99 is not supported"):
+        open_store(tmp_path)
