@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -83,7 +84,7 @@ def test_estimates_follow_the_exact_jaccard_on_real_text(name: str, tolerance: f
 def test_unrelated_articles_estimate_near_zero() -> None:
     articles = corpus("zh_hkcnews_2017_2022", 40)
     checked = 0
-    for a, b in zip(articles, articles[1:], strict=False):
+    for a, b in pairwise(articles):
         texts = [truth.article_text(x["title"], x["content"]) for x in (a, b)]
         if truth.similarity(*texts) >= 0.05:
             continue  # the corpus has real reposts next to each other
