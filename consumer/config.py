@@ -101,7 +101,7 @@ class FingerprintConfig:
 class MatchConfig:
     # README "Accuracy": why a candidate is verified and short texts match only exactly.
     min_jaccard: float = 0.55
-    short_text_chars: int = 60
+    short_text_chars: int = 80
     unverifiable_distance: int = 3
 
 

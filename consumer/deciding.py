@@ -43,7 +43,7 @@ class MatchRules:
 
     min_jaccard: float = 0.5
     """Estimated shingle Jaccard a candidate needs; 0 accepts every candidate (plain SimHash)."""
-    short_text_chars: int = 60
+    short_text_chars: int = 80
     """Articles whose normalized text is shorter than this are only exact duplicates."""
     unverifiable_distance: int = 3
     """Without comparable sketches (different shinglings, a record without a sketch), a

@@ -18,8 +18,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "`newsdedup check` and the baselines on it, and report precision, recall, F1 and "
         "articles/s. Needs the `eval` extra (datasketch, simhash, matplotlib).",
     )
-    parser.add_argument("--data", required=True, help="corpus, JSONL (.gz): id/title/content/...")
-    parser.add_argument("--limit", type=int, help="first N articles in publish order (default all)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="corpus, JSONL (.gz): id/title/content/...")
+    source.add_argument(
+        "--pairs",
+        help="labelled short-text pairs, JSONL (.gz): id/a/b/label (../shared/data/pairs/): "
+        "reports the precision of the flags raised on them",
+    )
+    parser.add_argument(
+        "--limit", type=int, help="first N articles in publish order, or N pairs (default all)"
+    )
     parser.add_argument("--edits", type=int, default=1000, help="edited copies (default 1000)")
     parser.add_argument(
         "--baselines",
@@ -59,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--edits must be 0 or more")
     if args.config is not None and not args.config.is_file():
         raise InputError(f"--config {args.config}: no such file")
+    if args.pairs is not None:
+        return _run_pairs(args, baselines)
 
     feed = build_feed(args.data, args.limit, args.edits, args.seed)
     runs = [check.run_check(feed.articles, args.config)]
@@ -84,6 +94,24 @@ def run(args: argparse.Namespace) -> int:
         print(report.to_text(summary, scores))
     if args.plot is not None:
         report.plot(summary, scores, args.plot)
+    failed = [s for s in scores if s.error]
+    for s in failed:
+        print(f"newsdedup eval: {s.system} failed: {s.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _run_pairs(args: argparse.Namespace, baselines: list[str]) -> int:
+    from consumer.evaluation import check, pairs
+    from consumer.evaluation.baselines import BASELINES
+
+    feed = pairs.load_pairs(args.pairs, args.limit)
+    runs = [check.run_check(feed.articles, args.config)]
+    runs += [BASELINES[name](feed.articles) for name in baselines]
+    scores = [pairs.score_pairs(r, feed) for r in runs]
+    if args.json:
+        print(json.dumps(pairs.to_json(args.pairs, feed, scores), indent=2))
+    else:
+        print(pairs.to_text(args.pairs, feed, scores))
     failed = [s for s in scores if s.error]
     for s in failed:
         print(f"newsdedup eval: {s.system} failed: {s.error}", file=sys.stderr)
