@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -209,54 +208,46 @@ def test_sketch_is_stored_and_handed_back_with_matches(tmp_path: Path) -> None:
         batch.abort()
 
 
-def _format_1_record(record: ArticleRecord, seq: int) -> bytes:
-    """An article record as format 1 wrote it: no sketch."""
-    strings = (record.decision.encode(), record.cluster_id.encode(), b"")
-    return b"".join(
-        (
-            struct.pack(
-                ">BQ16sqQbB",
-                1,
-                record.simhash,
-                record.content_hash,
-                record.event_time_ms,
-                seq,
-                -1,
-                0,
-            ),
-            struct.pack(">HHH", *map(len, strings)),
-            *strings,
-            record.payload,
-        )
-    )
+def spread(i: int) -> int:
+    """Fingerprints far apart from each other (Fibonacci hashing)."""
+    return i * 0x9E3779B97F4A7C15 % 2**64
 
 
-def test_format_1_directory_opens_and_is_upgraded(tmp_path: Path) -> None:
-    with open_store(tmp_path) as store, store.begin() as batch:
-        batch.put(rec("a", 0b1111, NOW))
-    # Rewrite the directory as format 1 left it: its metadata and a record without a sketch.
-    names = rocksdict.Rdict.list_cf(str(tmp_path))
+def test_older_formats_are_refused(tmp_path: Path) -> None:
+    open_store(tmp_path).close()
     opts = rocksdict.Options(raw_mode=True)
-    db = rocksdict.Rdict(
-        str(tmp_path), opts, column_families={n: opts for n in names if n != "default"}
-    )
-    meta = json.loads(db[b"meta"])
-    db[b"meta"] = json.dumps({**meta, "format": 1}).encode()
-    (articles,) = [n for n in names if n.startswith("articles.")]
-    db.get_column_family(articles)[b"a"] = _format_1_record(rec("a", 0b1111, NOW), 0)
-    db.close()
-    with IndexStore.open(tmp_path, read_only=True) as reader:
-        assert reader.get("a") == rec("a", 0b1111, NOW)
-    with open_store(tmp_path) as store:
-        assert store.get("a") == rec("a", 0b1111, NOW)
+    names = [n for n in rocksdict.Rdict.list_cf(str(tmp_path)) if n != "default"]
+    for fmt in (1, 2, 99):
+        db = rocksdict.Rdict(str(tmp_path), opts, column_families={n: opts for n in names})
+        db[b"meta"] = json.dumps({**json.loads(db[b"meta"]), "format": fmt}).encode()
+        db.close()
+        with pytest.raises(IndexFormatError, match=f"index format {fmt} is not supported"):
+            open_store(tmp_path)
+        with pytest.raises(IndexFormatError, match="rebuild the index"):
+            IndexStore.open(tmp_path, read_only=True)
+
+
+def test_segments_share_a_column_family_per_group(tmp_path: Path) -> None:
+    # 12 h window of 1 h segments: groups of 3 segments, 4 per window.
+    options = IndexOptions(segment_ms=HOUR, retention_ms=12 * HOUR, memory_bytes=8 << 20)
+    first = NOW // HOUR - 20
+    with open_store(tmp_path, options) as store:
+        for h in range(21):
+            with store.begin() as batch:
+                batch.put(rec(f"a{h}", spread(h), (first + h) * HOUR))
+        expected = sorted({(first + h) // 3 for h in range(21)})
+        groups = [n for n in rocksdict.Rdict.list_cf(str(tmp_path)) if n.startswith("group.")]
+        assert sorted(int(n.split(".")[1]) for n in groups) == expected
+        # Watermark NOW, window 12 h: segments first..first+7 go (8 of them); whole groups
+        # are dropped, the segments of a group still partly live are range-deleted.
+        assert store.expire() == [first + h for h in range(8)]
+        assert store.stats().articles == 13
+        live = {n for n in rocksdict.Rdict.list_cf(str(tmp_path)) if n.startswith("group.")}
+        assert live == {f"group.{g}" for g in expected if (g + 1) * 3 > first + 8}
+    with open_store(tmp_path, options) as store:
+        assert [s.segment_id for s in store.stats().segments] == [first + h for h in range(8, 21)]
         batch = store.begin()
-        assert batch.search(0b0111, b"x" * 16, NOW).matches[0].sketch == b""
+        for h in range(21):
+            found = batch.search(spread(h), b"x" * 16, NOW).matches
+            assert [m.article_id for m in found] == ([f"a{h}"] if h >= 8 else [])
         batch.abort()
-    db = rocksdict.Rdict(
-        str(tmp_path), opts, column_families={n: opts for n in names if n != "default"}
-    )
-    assert json.loads(db[b"meta"])["format"] == 2
-    db[b"meta"] = json.dumps({**meta, "format": 99}).encode()
-    db.close()
-    with pytest.raises(IndexFormatError, match="index format 99 is not supported"):
-        open_store(tmp_path)
