@@ -1,0 +1,144 @@
+"""Byte layouts of the records on the two topics the roles own, and nobody else slices them.
+
+Internal topic (fingerprint → decide), key = the dedup domain (UTF-8), value:
+
+    >B  version (1)
+    >Q  simhash            >q  event time ms        16s content hash
+    >i  source partition   >q  source offset        >H  source topic length, >H  id length
+    source topic (UTF-8), article id (UTF-8)
+
+Changelog topic (decide → itself after a move), key = domain, 0x00, article id (UTF-8), so
+compaction keeps each article's latest record per domain; value:
+
+    >B  version (1)
+    >Q  simhash            16s content hash         >q  event time ms
+    >B  decision index     >b  distance (-1: none)  >B  late
+    >H  cluster id length  >H  matched id length (0xFFFF: none)   >I  payload length
+    cluster id, matched id (UTF-8), payload
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from consumer.analysis import Analyzed
+from consumer.decisions import DecisionKind, Source
+from indexstore import ArticleRecord
+
+_VERSION = 1
+_INTERNAL = struct.Struct(">BQq16siqHH")
+_CHANGE = struct.Struct(">BQ16sqBbBHHI")
+_NO_MATCH = 0xFFFF
+_KINDS = tuple(DecisionKind)
+_KIND_INDEX = {kind.value: i for i, kind in enumerate(_KINDS)}
+
+
+class WireError(ValueError):
+    """A record on an internal topic that this version cannot read."""
+
+
+def domain_partition(domain: str, partitions: int) -> int:
+    """The internal (and changelog) partition of a domain: fixed by the name alone, so every
+    fingerprint instance sends a domain to the same single writer. CRC-32 is stable across
+    processes and versions, unlike Python's salted hash()."""
+    return zlib.crc32(domain.encode("utf-8")) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprinted:
+    """One valid article as the decide role receives it."""
+
+    domain: str
+    item: Analyzed
+    source: Source  # the feed message, so decisions name it (DESIGN.md `source`)
+
+
+def encode_fingerprinted(item: Analyzed, source: Source) -> bytes:
+    topic = source.topic.encode("utf-8")
+    article_id = item.id.encode("utf-8")
+    head = _INTERNAL.pack(
+        _VERSION,
+        item.simhash,
+        item.event_time_ms,
+        item.content_hash,
+        source.partition,
+        source.offset,
+        len(topic),
+        len(article_id),
+    )
+    return head + topic + article_id
+
+
+def decode_fingerprinted(key: bytes | None, value: bytes) -> Fingerprinted:
+    try:
+        version, simhash, event_ms, chash, partition, offset, n_topic, n_id = _INTERNAL.unpack_from(
+            value
+        )
+    except struct.error as e:
+        raise WireError(f"internal record too short: {e}") from None
+    if version != _VERSION:
+        raise WireError(f"internal record version {version}, this build reads {_VERSION}")
+    start = _INTERNAL.size
+    topic = value[start : start + n_topic].decode("utf-8")
+    article_id = value[start + n_topic : start + n_topic + n_id].decode("utf-8")
+    return Fingerprinted(
+        domain=(key or b"").decode("utf-8"),
+        item=Analyzed(article_id, event_ms, simhash, chash),
+        source=Source(topic, partition, offset),
+    )
+
+
+def change_key(domain: str, article_id: str) -> bytes:
+    return domain.encode("utf-8") + b"\0" + article_id.encode("utf-8")
+
+
+def encode_change(record: ArticleRecord) -> bytes:
+    cluster = record.cluster_id.encode("utf-8")
+    matched = b"" if record.matched_id is None else record.matched_id.encode("utf-8")
+    head = _CHANGE.pack(
+        _VERSION,
+        record.simhash,
+        record.content_hash,
+        record.event_time_ms,
+        _KIND_INDEX[record.decision],
+        -1 if record.distance is None else record.distance,
+        record.late,
+        len(cluster),
+        _NO_MATCH if record.matched_id is None else len(matched),
+        len(record.payload),
+    )
+    return head + cluster + matched + record.payload
+
+
+def decode_change(key: bytes, value: bytes) -> tuple[str, ArticleRecord]:
+    """(domain, record) of one changelog record."""
+    domain, sep, article_id = key.partition(b"\0")
+    try:
+        version, simhash, chash, event_ms, kind, distance, late, n_cluster, n_matched, n_payload = (
+            _CHANGE.unpack_from(value)
+        )
+    except struct.error as e:
+        raise WireError(f"changelog record too short: {e}") from None
+    if version != _VERSION or not sep:
+        raise WireError(f"changelog record version {version} or key {key!r} not readable")
+    i = _CHANGE.size
+    cluster = value[i : i + n_cluster].decode("utf-8")
+    i += n_cluster
+    matched = None
+    if n_matched != _NO_MATCH:
+        matched = value[i : i + n_matched].decode("utf-8")
+        i += n_matched
+    return domain.decode("utf-8"), ArticleRecord(
+        article_id=article_id.decode("utf-8"),
+        simhash=simhash,
+        content_hash=chash,
+        event_time_ms=event_ms,
+        cluster_id=cluster,
+        decision=_KINDS[kind].value,
+        matched_id=matched,
+        distance=None if distance < 0 else distance,
+        late=bool(late),
+        payload=value[i : i + n_payload],
+    )
