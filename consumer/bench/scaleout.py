@@ -45,6 +45,7 @@ class RestoreResult:
     produce_seconds: float
     restore_seconds: float
     restore_per_second: float
+    restore_per_cpu_second: float  # this process's CPU time, librdkafka's threads included
     applied: int
     tail_seconds: float  # the same partition again, onto the restored directory
     tail_read: int
@@ -99,7 +100,9 @@ def run_restore(args: argparse.Namespace) -> int:
         settings = {"bootstrap.servers": bootstrap}
         with tempfile.TemporaryDirectory(prefix="newsdedup-bench-restore-") as state:
             with DomainStores(index, state) as stores:
+                cpu = time.process_time()
                 first = restore_partition(settings, topic, 0, stores)
+                cpu = time.process_time() - cpu
                 disk = sum(s.stats().disk_bytes for s in stores.all_stores())
             with DomainStores(index, state) as stores:
                 tail = restore_partition(settings, topic, 0, stores)
@@ -108,6 +111,7 @@ def run_restore(args: argparse.Namespace) -> int:
         produce_seconds=round(produced, 2),
         restore_seconds=round(first.seconds, 2),
         restore_per_second=round(first.per_second),
+        restore_per_cpu_second=round(first.read / cpu) if cpu > 0 else 0,
         applied=first.applied,
         tail_seconds=round(tail.seconds, 3),
         tail_read=tail.read,
@@ -118,7 +122,8 @@ def run_restore(args: argparse.Namespace) -> int:
     else:
         print(
             f"restore of {result.records:,} changelog records into an empty directory: "
-            f"{result.restore_seconds:.2f} s, {result.restore_per_second:,}/s "
+            f"{result.restore_seconds:.2f} s, {result.restore_per_second:,}/s, "
+            f"{result.restore_per_cpu_second:,}/CPU-s "
             f"({result.applied:,} applied, {result.disk_bytes / 2**20:.0f} MiB on disk)\n"
             f"again onto the restored directory: {result.tail_read:,} read, "
             f"{result.tail_seconds:.3f} s\n"
@@ -166,6 +171,7 @@ def _produce_changes(bootstrap: str, topic: str, n: int) -> None:
                 break
             except BufferError:
                 producer.poll(0.05)
+        producer.poll(0)
     if producer.flush(120):
         raise NewsdedupError("the benchmark's changelog records were not all delivered")
 
@@ -212,6 +218,7 @@ def _produce_feed(bootstrap: str, topic: str, values: list[bytes]) -> None:
                 break
             except BufferError:
                 producer.poll(0.05)
+        producer.poll(0)
     producer.flush(60)
 
 
