@@ -241,6 +241,8 @@ def test_killed_decide_owner_with_lost_disk_is_replaced_from_the_changelog(
     try:
         for p in (fingerprint, *deciders):
             p.start()
+        # Both deciders in the group before any work, so the owner found below stays the owner.
+        wait_until(lambda: all(_ready(d) for d in deciders), 120, what="both deciders")
         produce_spread(kafka_bootstrap, topics.input, originals)
         read_all(kafka_bootstrap, topics.output, expected=len(originals), timeout=180)
         owner = next(d for d in deciders if _owns(d, partition))
@@ -284,6 +286,13 @@ def test_killed_decide_owner_with_lost_disk_is_replaced_from_the_changelog(
             assert decided[copy_id]["cluster_id"] == decided[original_id]["cluster_id"], copy_id
         if copy_id.startswith("repost-"):
             assert decided[copy_id]["matched_id"] == original_id
+
+
+def _ready(process: RoleProcess) -> bool:
+    try:
+        return process.get("/readyz")[0] == 200
+    except OSError:  # not listening yet
+        return False
 
 
 def _verdict(d: dict) -> tuple:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -182,7 +181,3 @@ class RoleService(Service):
             role=self.role,
             partitions=sorted(p.partition for p in partitions),
         )
-
-
-def partitions_of(partitions: list[TopicPartition]) -> Iterator[int]:
-    return iter(sorted(p.partition for p in partitions))

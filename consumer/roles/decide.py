@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -170,7 +170,7 @@ class DecideService(RoleService):
         self.stage = DecideStage(self.stores)
 
     @contextmanager
-    def resources(self):
+    def resources(self) -> Iterator[None]:
         try:
             self.health.index_open = True
             yield

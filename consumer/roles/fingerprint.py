@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer
@@ -120,8 +120,18 @@ class FingerprintService(RoleService):
         super().__init__(config, metrics)
         self._analyzer: Analyzer | None = None
 
-    def resources(self) -> AbstractContextManager:
-        return _Resources(self)
+    @contextmanager
+    def resources(self) -> Iterator[None]:
+        config = self.config
+        with Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer:
+            self._analyzer = analyzer
+            # No index in this role: readiness waits only for the broker and an assignment.
+            self.health.index_open = True
+            try:
+                yield
+            finally:
+                self.health.index_open = False
+                self._analyzer = None
 
     def make_stage(self) -> FingerprintStage:
         assert self._analyzer is not None
@@ -172,21 +182,3 @@ class FingerprintService(RoleService):
             )
             self._decided_since_log = 0
             self._last_throughput_log = now
-
-
-class _Resources:
-    def __init__(self, service: FingerprintService) -> None:
-        self.service = service
-
-    def __enter__(self) -> None:
-        s = self.service
-        s._analyzer = Analyzer(s.config.input, s.config.fingerprint, s.config.service.workers)
-        # No index in this role: readiness only waits for the broker and an assignment.
-        s.health.index_open = True
-
-    def __exit__(self, *exc: object) -> None:
-        s = self.service
-        s.health.index_open = False
-        if s._analyzer is not None:
-            s._analyzer.close()
-            s._analyzer = None
