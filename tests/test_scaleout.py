@@ -1,21 +1,25 @@
 """Scale-out against the real broker: `run --role fingerprint` and `run --role decide` processes
 on a 6-partition feed find every planted cross-partition duplicate, decide each article once
-under exactly_once, and a decide owner killed with its disk lost is replaced by one that
-restores the index from the changelog and misses nothing an uninterrupted run finds."""
+under exactly_once, a decide owner killed with its disk lost is replaced by one that restores
+the index from the changelog and misses nothing an uninterrupted run finds, and a restoring
+instance says so in /readyz and its metrics."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from service_support import NEWSDEDUP, ServiceProcess, Topics, produce, read_all, wait_until
 from test_service_e2e import decisions_by_id, real_articles
 
 from consumer.analysis import Analyzer
+from consumer.bench.scaleout import _produce_changes
 from consumer.config import FingerprintConfig, IndexConfig, InputConfig
 from consumer.decisions import Source
 from consumer.pipeline import Message, Pipeline
@@ -314,3 +318,56 @@ def _owns(process: RoleProcess, partition: int) -> bool:
         and latest["event"] == "partitions assigned"
         and partition in latest["partitions"]
     )
+
+
+def test_decide_instance_is_not_ready_while_it_restores(kafka_bootstrap, topics, tmp_path):
+    options = scaleout_options()
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    internal, changelog = options["scaleout_internal_topic"], options["scaleout_changelog_topic"]
+    for topic in (internal, changelog):
+        admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    records = 150_000  # seconds of restoring on this machine: long enough to be seen
+    _produce_changes(kafka_bootstrap, changelog, records)  # to partition 0, domain ""
+    assert domain_partition("", 6) == 0
+    decider = RoleProcess(
+        "decide",
+        kafka_bootstrap,
+        topics,
+        tmp_path / "decide",
+        tmp_path / "decide.log",
+        group_id=f"rs-{uuid.uuid4().hex[:6]}",
+        scaleout_instance_id="decide-0",
+        **options,
+    )
+    seen_restoring, seen_remaining = False, False
+    with decider:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            assert decider.running(), decider.log()[-3000:]
+            try:
+                status, body = decider.get("/readyz")
+                _, metrics = decider.get("/metrics")
+            except OSError:  # not listening yet
+                time.sleep(0.2)
+                continue
+            if status == 503 and "restore" in body:
+                seen_restoring = True
+                seen_remaining |= any(
+                    line.startswith('newsdedup_restore_remaining_records{partition="0"}')
+                    and float(line.split()[-1]) > 0
+                    for line in metrics.splitlines()
+                )
+            if status == 200:
+                break
+            time.sleep(0.2)
+        assert status == 200, body
+        assert seen_restoring, "never reported not-ready while restoring"
+        assert seen_remaining, "restore progress never showed in the metrics"
+        finished = [
+            json.loads(line)
+            for line in decider.log().splitlines()
+            if '"restore finished"' in line and '"partition": 0' in line
+        ]
+        assert finished and finished[-1]["read"] == records
+        assert f"newsdedup_restore_records_total {records:.1f}" in decider.get("/metrics")[1]
+        assert decider.stop() == 0
