@@ -37,6 +37,7 @@ ROLES = ("all", "fingerprint", "decide")
 # The changelog keeps whole days beyond the window: a restore must find every record that can
 # still be searched, and deletion by time is per log segment, so it lags retention.ms anyway.
 _CHANGELOG_EXTRA_RETENTION_MS = 86_400_000
+_DECIDE_MAX_POLL_INTERVAL_MS = "86400000"  # librdkafka's largest value: 24 h
 
 
 def role_config(config: Config, role: str) -> Config:
@@ -45,15 +46,20 @@ def role_config(config: Config, role: str) -> Config:
     kafka, so = config.kafka, config.scaleout
     instance = so.instance_id or socket.gethostname()
     base = kafka.transactional_id or kafka.group_id
-    changes: dict[str, str] = {
+    changes: dict[str, object] = {
         "group_id": f"{kafka.group_id}-{role}",
         "transactional_id": f"{base}-{role}-{instance}",
     }
+    client = dict(kafka.client)
     if role == "fingerprint":
         changes["output_topic"] = so.internal_topic
     else:
         changes["input_topic"] = so.internal_topic
-    return dataclasses.replace(config, kafka=dataclasses.replace(kafka, **changes))
+        # A restore runs inside the assignment callback, where librdkafka counts the time
+        # since the last poll: a long one would otherwise be taken for a hung member and
+        # trigger a rebalance, which restarts the restore. Hangs are caught by /healthz.
+        client.setdefault("max.poll.interval.ms", _DECIDE_MAX_POLL_INTERVAL_MS)
+    return dataclasses.replace(config, kafka=dataclasses.replace(kafka, client=client, **changes))
 
 
 def ensure_scaleout_topics(admin: AdminClient, config: Config) -> int:
