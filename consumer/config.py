@@ -113,6 +113,20 @@ class ServiceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ScaleoutConfig:
+    """The topics between `run --role fingerprint` and `run --role decide` (README, "Scale-out")."""
+
+    internal_topic: str = "news.fingerprints"
+    changelog_topic: str = "news.index-changelog"
+    # Partitions of both when created: the most decide instances that can share the work.
+    partitions: int = 6
+    # Article field naming the dedup domain (language, tenant…); "" = one domain for the feed.
+    domain_field: str = ""
+    # Names this instance's transactional producers; "" = the host name. Unique per instance.
+    instance_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsConfig:
     listen: str = "0.0.0.0:9108"
 
@@ -131,6 +145,7 @@ class Config:
     fingerprint: FingerprintConfig = field(default_factory=FingerprintConfig)
     match: MatchConfig = field(default_factory=MatchConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
+    scaleout: ScaleoutConfig = field(default_factory=ScaleoutConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
@@ -265,6 +280,16 @@ def _validate(config: Config) -> None:
     check(
         0 <= m.unverifiable_distance <= 64,
         "option [match] unverifiable_distance must be from 0 to 64",
+    )
+    so = config.scaleout
+    check(so.partitions >= 1, "option [scaleout] partitions must be at least 1")
+    for key in ("internal_topic", "changelog_topic"):
+        check(bool(getattr(so, key).strip()), f"option [scaleout] {key} must not be empty")
+    check(
+        len({k.input_topic, k.output_topic, k.dlq_topic, so.internal_topic, so.changelog_topic})
+        == 5,
+        "options [scaleout] internal_topic and changelog_topic must differ from each other and "
+        "from the [kafka] topics",
     )
     check(config.service.workers >= 0, "option [service] workers must be 0 (one per core) or more")
     check(
