@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -18,9 +20,41 @@ from consumer.logs import log_event
 
 log = logging.getLogger(__name__)
 
+_CHECK_EVERY_S = 0.5
+# The broker refused us for good: retrying cannot help, so nothing should wait on these.
+REFUSAL_CODES = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError._SSL,
+    }
+)
+
 
 class TopicError(NewsdedupError):
     """A topic the service needs is missing or cannot be created."""
+
+
+class KafkaRefused(NewsdedupError):
+    """The broker refused our credentials, certificate or authorization."""
+
+
+class RefusalWatch:
+    """An error_cb that remembers the first refusal; `check` raises it (see topic_partitions)."""
+
+    def __init__(self) -> None:
+        self.refusal: str | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.refusal is None and (error.fatal() or error.code() in REFUSAL_CODES):
+            self.refusal = error.str()
+
+    def check(self) -> None:
+        if self.refusal is not None:
+            raise KafkaRefused(f"Kafka refused the connection: {self.refusal}")
 
 
 def common_config(config: KafkaConfig) -> dict[str, str]:
@@ -65,10 +99,33 @@ def admin_config(config: KafkaConfig) -> dict:
     return common_config(config)
 
 
-def topic_partitions(admin: AdminClient, topic: str, timeout: float = 10.0) -> int | None:
+def topic_partitions(
+    admin: AdminClient,
+    topic: str,
+    timeout: float = 10.0,
+    check: Callable[[], None] | None = None,
+) -> int | None:
     """Partition count of `topic`, or None when it does not exist. Raises KafkaException when
-    the broker cannot be reached."""
-    metadata = admin.list_topics(topic=topic, timeout=timeout)
+    the broker cannot be reached.
+
+    With `check`, the wait is cut into short slices; between them the admin client's callbacks
+    run (list_topics does not serve error_cb) and then `check`, which raises to end the wait.
+    A refused login is thus noticed after one or two attempts, not after `timeout` seconds of
+    reconnects (librdkafka retries a refused login about every 300 ms).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            metadata = admin.list_topics(
+                topic=topic, timeout=max(min(left, _CHECK_EVERY_S), 0.01) if check else timeout
+            )
+            break
+        except KafkaException:
+            if check is None or time.monotonic() >= deadline:
+                raise
+            admin.poll(0)
+            check()
     info = metadata.topics.get(topic)
     if info is None or (
         info.error is not None

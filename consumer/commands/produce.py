@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from consumer.config import load_config
 from consumer.corpus import open_bytes
 from consumer.errors import NewsdedupError
-from consumer.kafka_clients import common_config, topic_partitions
+from consumer.kafka_clients import RefusalWatch, common_config, topic_partitions
 from consumer.progress import Progress
 
 
@@ -106,9 +106,10 @@ def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes, on
 
 
 def _ensure_topic(settings: dict, args: argparse.Namespace) -> None:
-    admin = AdminClient(settings)
+    watch = RefusalWatch()
+    admin = AdminClient({**settings, "error_cb": watch})
     try:
-        exists = topic_partitions(admin, args.topic, timeout=15.0) is not None
+        exists = topic_partitions(admin, args.topic, timeout=15.0, check=watch.check) is not None
     except KafkaException as e:
         raise NewsdedupError(
             f"cannot reach Kafka at {settings['bootstrap.servers']}: {e.args[0].str()}"
