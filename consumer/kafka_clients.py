@@ -20,7 +20,7 @@ from consumer.logs import log_event
 
 log = logging.getLogger(__name__)
 
-_CHECK_EVERY_S = 0.5
+_CHECK_EVERY_S = 0.2
 # The broker refused us for good: retrying cannot help, so nothing should wait on these.
 REFUSAL_CODES = frozenset(
     {

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import LocalBroker
-from secure_broker import SecureBroker, start_secure_broker
+from secure_broker import SecureBroker, make_certificates, new_password, start_secure_broker
 from service_support import NEWSDEDUP, ServiceProcess, Topics, read_all
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-# librdkafka reconnects about every 300 ms after a refused login; the service must stop at the
-# first refusal. A few attempts are in flight before it does (admin and consumer clients).
-MAX_FAILED_LOGINS = 6
+# librdkafka reconnects about every 300 ms after a refused login (every 100 ms after a failed
+# TLS handshake); the service must stop at the first refusal, with a few attempts in flight.
+MAX_FAILED_LOGINS = 8
 REFUSAL_EXIT_BUDGET_S = 30
 
 
@@ -62,8 +62,10 @@ def _toml_config(path: Path, bootstrap: str, client: dict[str, str]) -> Path:
     return path
 
 
-def _failed_logins(secure: SecureBroker) -> int:
-    return secure.broker.log_path.read_text(errors="replace").count("Failed authentication")
+def _failed_logins(secure: SecureBroker, kind: str = "") -> int:
+    """Refusals in the broker log; `kind` narrows them ("SSL handshake failed", "Authentication failed" for SASL)."""
+    lines = secure.broker.log_path.read_text(errors="replace").splitlines()
+    return sum(1 for line in lines if "Failed authentication" in line and kind in line)
 
 
 def _assert_no_secret(secure: SecureBroker, where: str, text: str) -> None:
@@ -178,6 +180,38 @@ def test_wrong_password_stops_the_service_with_one_clear_line(secure, topics, tm
     assert "Traceback" not in log
     for secret in [wrong, *secure.secrets()]:
         assert secret not in log, "a password appears in the service log"
+
+
+def test_a_broker_certificate_from_another_ca_stops_the_service(secure, topics, tmp_path):
+    # A CA of its own that never signed the broker's certificate: TLS must refuse to talk.
+    other_ca, _ = make_certificates(tmp_path / "other-ca", new_password("unused"))
+    settings = {**secure.scram_config(), "ssl.ca.location": str(other_ca)}
+    service = ServiceProcess(
+        secure.bootstrap,
+        topics,
+        tmp_path / "state",
+        tmp_path / "service.log",
+        group_id=f"g-{uuid.uuid4().hex[:8]}",
+        **_client_env(settings),
+    )
+    logins_before = _failed_logins(secure, "Authentication failed")
+    handshakes_before = _failed_logins(secure, "SSL handshake failed")
+    started = time.monotonic()
+    with service:
+        code = service.process.wait(timeout=REFUSAL_EXIT_BUDGET_S + 30)
+        service.process = None
+    time.sleep(1)  # the broker logs a refusal just after it answers it
+    handshakes = _failed_logins(secure, "SSL handshake failed") - handshakes_before
+
+    log = service.log()
+    errors = [line for line in log.splitlines() if line.startswith("newsdedup: error:")]
+    assert code == 2, log[-3000:]
+    assert len(errors) == 1 and "certificate verify failed" in errors[0], log[-3000:]
+    assert time.monotonic() - started < REFUSAL_EXIT_BUDGET_S
+    assert 1 <= handshakes <= MAX_FAILED_LOGINS, f"{handshakes} failed handshakes: a retry storm"
+    # The password is never sent to a server that TLS did not verify.
+    assert _failed_logins(secure, "Authentication failed") == logins_before
+    _assert_no_secret(secure, "the service log", log)
 
 
 def test_produce_with_a_wrong_password_fails_in_one_line(secure, topics, tmp_path):
