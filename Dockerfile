@@ -27,7 +27,8 @@ COPY config/newsdedup.toml /etc/newsdedup/newsdedup.toml
 RUN groupadd --system --gid 10001 newsdedup \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/newsdedup newsdedup \
     && mkdir -p /var/lib/newsdedup \
-    && chown 10001:10001 /var/lib/newsdedup
+    && chown 10001:10001 /var/lib/newsdedup \
+    && chmod 0700 /var/lib/newsdedup
 USER 10001:10001
 VOLUME ["/var/lib/newsdedup"]
 # The default config's relative ./state would land in /app, which the service user cannot write.
