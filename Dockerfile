@@ -7,15 +7,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies get a layer of their own, keyed only on pyproject.toml, so editing the source
-# does not reinstall them.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+# Dependencies get a layer of their own, keyed only on the lock, so editing the source does
+# not reinstall them; only the files whose hashes the lock lists are accepted.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 
-COPY README.md ./
+COPY pyproject.toml README.md ./
 COPY consumer ./consumer
 COPY indexstore ./indexstore
 RUN pip install --no-cache-dir --no-deps . \
