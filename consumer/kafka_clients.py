@@ -7,20 +7,24 @@ can add security and tuning; the settings correctness depends on are applied las
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumer.config import KafkaConfig
-from consumer.errors import NewsdedupError
+from consumer.errors import ConfigError, NewsdedupError
 from consumer.logs import log_event
 
 log = logging.getLogger(__name__)
 
 _CHECK_EVERY_S = 0.2
+# librdkafka keys whose values are credentials (sasl.password, ssl.key.password,
+# ssl.keystore.password, sasl.oauthbearer.client.secret, ssl.key.pem, sasl.jaas.config ...).
+_SECRET_KEY = re.compile(r"password|secret|\.pem$|jaas|token", re.IGNORECASE)
 # The broker refused us for good: retrying cannot help, so nothing should wait on these.
 REFUSAL_CODES = frozenset(
     {
@@ -55,6 +59,26 @@ class RefusalWatch:
     def check(self) -> None:
         if self.refusal is not None:
             raise KafkaRefused(f"Kafka refused the connection: {self.refusal}")
+
+
+def redact(text: str, settings: Mapping[str, str]) -> str:
+    """`text` with the value of every credential in `settings` masked."""
+    for key, value in settings.items():
+        if value and _SECRET_KEY.search(key):
+            text = text.replace(value, "***")
+    return text
+
+
+def check_client_settings(config: KafkaConfig) -> None:
+    """Let librdkafka validate [kafka.client] before any client connects: a misspelt key, a bad
+    value or an unreadable certificate becomes one line naming it, with credentials masked.
+    Without bootstrap servers the probe client connects to nothing."""
+    try:
+        Producer(dict(config.client))
+    except KafkaException as e:
+        raise ConfigError(
+            f"option [kafka.client]: {redact(e.args[0].str(), config.client)}"
+        ) from None
 
 
 def common_config(config: KafkaConfig) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """What the service exposes on the machine: its listening sockets, its state directory's
-permissions, and the user its container runs as."""
+permissions, the user its container runs as, and credentials in its error messages."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ import logging
 import os
 import re
 import stat
+import subprocess
 import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
-from service_support import ServiceProcess, Topics, free_port, wait_until
+from service_support import NEWSDEDUP, ServiceProcess, Topics, free_port, wait_until
 
 from consumer.config import IndexConfig
+from consumer.kafka_clients import redact
 from consumer.state import open_index
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +165,60 @@ def _ready_on(address: str) -> bool:
             return r.status == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+# -- credentials in error messages -----------------------------------------------------------
+
+
+def _newsdedup(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [NEWSDEDUP, *args],
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_misspelt_client_key_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    result = _newsdedup(
+        ["run"],
+        NEWSDEDUP_KAFKA_CLIENT_SASL_PASSWORDD="s3cret-value-1",
+        NEWSDEDUP_INDEX_PATH=str(tmp_path / "state"),
+        NEWSDEDUP_METRICS_LISTEN=f"127.0.0.1:{free_port()}",
+    )
+
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        'newsdedup: error: option [kafka.client]: No such configuration property: "sasl.passwordd"'
+    ]
+    assert not (tmp_path / "state").exists(), "nothing should start before the options are valid"
+
+
+def test_a_refused_client_value_never_echoes_a_credential() -> None:
+    # A password pasted into the wrong key: librdkafka quotes the bad value back.
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    result = _newsdedup(
+        ["produce", "-", "--topic", "t"],
+        NEWSDEDUP_KAFKA_CLIENT_SECURITY_PROTOCOL="SASL_SSL",
+        NEWSDEDUP_KAFKA_CLIENT_SASL_MECHANISM=secret,
+        NEWSDEDUP_KAFKA_CLIENT_SASL_PASSWORD=secret,
+    )
+
+    assert result.returncode == 2
+    assert "Unsupported SASL mechanism: ***" in result.stderr
+    assert secret not in result.stdout + result.stderr
+
+
+def test_redact_masks_every_credential_value() -> None:
+    settings = {
+        "sasl.password": "pw-1",
+        "ssl.key.password": "pw-2",
+        "sasl.oauthbearer.client.secret": "pw-3",
+        "sasl.username": "alice",
+    }
+    text = "pw-1 pw-2 pw-3 alice"
+
+    assert redact(text, settings) == "*** *** *** alice"

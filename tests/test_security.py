@@ -63,7 +63,8 @@ def _toml_config(path: Path, bootstrap: str, client: dict[str, str]) -> Path:
 
 
 def _failed_logins(secure: SecureBroker, kind: str = "") -> int:
-    """Refusals in the broker log; `kind` narrows them ("SSL handshake failed", "Authentication failed" for SASL)."""
+    """Refusals in the broker log; `kind` narrows them: "SSL handshake failed", or
+    "Authentication failed" for SASL."""
     lines = secure.broker.log_path.read_text(errors="replace").splitlines()
     return sum(1 for line in lines if "Failed authentication" in line and kind in line)
 
@@ -229,6 +230,19 @@ def test_produce_with_a_wrong_password_fails_in_one_line(secure, topics, tmp_pat
     assert "authentication" in errors[0].lower(), errors[0]
     assert "Traceback" not in result.stderr
     assert wrong not in result.stdout + result.stderr
+
+
+def test_librdkafka_debug_output_masks_the_password(secure, topics, tmp_path):
+    # debug=all makes librdkafka print its whole configuration at start.
+    client = {**secure.plain_config(), "debug": "all"}
+    config = _toml_config(tmp_path / "debug.toml", secure.bootstrap, client)
+    feed = tmp_path / "one.jsonl"
+    feed.write_text('{"id": "a", "title": "t", "content": "some words here"}\n')
+    result = _run(["produce", str(feed), "--topic", topics.input, "--config", str(config)])
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "sasl.password = [redacted]" in result.stderr
+    _assert_no_secret(secure, "librdkafka's debug output", result.stdout + result.stderr)
 
 
 def test_help_never_shows_a_password_set_in_the_environment(secure):

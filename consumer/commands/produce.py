@@ -13,7 +13,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from consumer.config import load_config
 from consumer.corpus import open_bytes
 from consumer.errors import NewsdedupError
-from consumer.kafka_clients import RefusalWatch, common_config, topic_partitions
+from consumer.kafka_clients import (
+    RefusalWatch,
+    check_client_settings,
+    common_config,
+    topic_partitions,
+)
 from consumer.progress import Progress
 
 
@@ -41,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_produce(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     kafka = config.kafka
+    check_client_settings(kafka)
     settings = common_config(kafka)
     if args.bootstrap_servers:
         settings["bootstrap.servers"] = args.bootstrap_servers

@@ -23,8 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_service(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     setup_logging(config.log.level, config.log.format)
-    from consumer.service import Service  # after logging is set up; imports librdkafka
+    from consumer.kafka_clients import check_client_settings  # imports librdkafka
+    from consumer.service import Service  # after logging is set up
 
+    check_client_settings(config.kafka)
     service = Service(config)
 
     def stop(signum: int, _frame: object) -> None:
