@@ -79,7 +79,7 @@ class InputConfig:
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
     path: str = "./state"
-    max_distance: int = 3
+    max_distance: int = 12
     segment: str = "1h"
     retention: str = "72h"
     future_skew: str = "5m"
@@ -92,9 +92,17 @@ class FingerprintConfig:
     engine: str = "rjieba"
     idf_path: str = ""
     title_weight: float = 1.0
-    max_terms: int = 64
+    max_terms: int = 0
     max_chars: int = 100_000
     convert_traditional: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MatchConfig:
+    # README "Accuracy": why a candidate is verified and short texts match only exactly.
+    min_jaccard: float = 0.55
+    short_text_chars: int = 80
+    unverifiable_distance: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +129,7 @@ class Config:
     input: InputConfig = field(default_factory=InputConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     fingerprint: FingerprintConfig = field(default_factory=FingerprintConfig)
+    match: MatchConfig = field(default_factory=MatchConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -250,6 +259,13 @@ def _validate(config: Config) -> None:
     check(fp.title_weight >= 0, "option [fingerprint] title_weight must not be negative")
     check(fp.max_terms >= 0, "option [fingerprint] max_terms must be 0 (all) or more")
     check(fp.max_chars > 0, "option [fingerprint] max_chars must be positive")
+    m = config.match
+    check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
+    check(m.short_text_chars >= 0, "option [match] short_text_chars must be 0 or more")
+    check(
+        0 <= m.unverifiable_distance <= 64,
+        "option [match] unverifiable_distance must be from 0 to 64",
+    )
     check(config.service.workers >= 0, "option [service] workers must be 0 (one per core) or more")
     check(
         config.log.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"),

@@ -17,6 +17,7 @@ import numpy as np
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.idf import load_idf
 from consumer.normalize import Normalizer
+from consumer.sketch import sketch
 from consumer.terms import ENGINES, TermExtractor, hash_terms
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
@@ -42,9 +43,9 @@ class FingerprintOptions:
     # "Title weight"): more title weight moved true near-duplicates apart (re-titled reposts)
     # and pulled same-headline different-story items (wire series, "快讯") together.
     title_weight: float = 1.0
-    # FINDINGS.md: top-64 terms keep the recall of all terms within 1 % at k ≤ 10 and lose none at
-    # k = 3, and they keep a 100-word boilerplate footer from outvoting the story.
-    max_terms: int | None = 64
+    # All terms: at k = 12 they keep 99.4 % of true pairs within k on hkcnews, top-64 98.0 %
+    # (BENCHMARKS.md, "Accuracy"); verification, not a term cut, keeps boilerplate out.
+    max_terms: int | None = None
     max_chars: int = 100_000
     convert_traditional: bool = True
 
@@ -65,6 +66,9 @@ class FingerprintOptions:
 class Fingerprint:
     simhash: int  # unsigned, 0 <= simhash < 2**64
     content_hash: bytes  # mmh3 x64 128-bit of normalized title + "\n" + normalized content
+    # Verifies SimHash candidates (consumer/sketch.py); of the same normalized text.
+    sketch: bytes = b""
+    text_chars: int = 0  # length of the normalized title + "\n" + content
     terms: tuple[tuple[str, float], ...] = ()  # only with explain=True: heaviest first
 
     @property
@@ -146,6 +150,8 @@ class Fingerprinter:
         docs: list[int] = []  # items with at least one term
         counts: list[Counter[str]] = []
         content_hashes: list[bytes] = []
+        sketches: list[bytes] = []
+        lengths: list[int] = []
         for i, title, content in zip(valid, titles, contents, strict=True):
             if title_weight == 1.0:
                 # The space keeps title and content words apart, so this equals counting each.
@@ -157,9 +163,10 @@ class Fingerprinter:
             if c:
                 docs.append(i)
                 counts.append(c)
-                content_hashes.append(
-                    mmh3.hash_bytes(f"{title}\n{content}".encode(), seed=0, x64arch=True)
-                )
+                text = f"{title}\n{content}"
+                content_hashes.append(mmh3.hash_bytes(text.encode(), seed=0, x64arch=True))
+                sketches.append(sketch(text))
+                lengths.append(len(text))
         if not docs:
             return _with_empty_text_errors(results)
 
@@ -191,8 +198,8 @@ class Fingerprinter:
         )
         simhashes = np.packbits(votes > 0, axis=1, bitorder="little").view("<u8").ravel()
 
-        for j, (i, simhash, content_hash) in enumerate(
-            zip(docs, simhashes.tolist(), content_hashes, strict=True)
+        for j, (i, simhash, content_hash, article_sketch, length) in enumerate(
+            zip(docs, simhashes.tolist(), content_hashes, sketches, lengths, strict=True)
         ):
             explained: tuple[tuple[str, float], ...] = ()
             if explain:
@@ -208,7 +215,7 @@ class Fingerprinter:
                         strict=True,
                     )
                 )
-            results[i] = Fingerprint(simhash, content_hash, explained)
+            results[i] = Fingerprint(simhash, content_hash, article_sketch, length, explained)
         return _with_empty_text_errors(results)
 
 

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from consumer.analysis import Analyzer
 from consumer.checkpoint import Checkpoint, OutputFailed
 from consumer.config import Config, parse_duration_ms
+from consumer.deciding import match_rules
 from consumer.decisions import Decision, DecisionKind, Source
 from consumer.errors import NewsdedupError
 from consumer.health import HealthServer, HealthState
@@ -137,7 +138,12 @@ class Service:
                 on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
             )
-            self._loop(consumer, Pipeline(store, analyzer), checkpoint, store)
+            self._loop(
+                consumer,
+                Pipeline(store, analyzer, rules=match_rules(self.config.match)),
+                checkpoint,
+                store,
+            )
         finally:
             self.health.assigned = 0
             consumer.close()

@@ -87,6 +87,7 @@ def run_get(args: argparse.Namespace) -> int:
     doc["content_hash"] = record.content_hash.hex()
     doc["event_time"] = format_time_ms(record.event_time_ms)
     doc["payload"] = record.payload.decode("utf-8", errors="backslashreplace")
+    doc["sketch"] = record.sketch.hex()
     print(json.dumps(doc, ensure_ascii=False, indent=2))
     return 0
 
