@@ -30,6 +30,7 @@ from consumer.decisions import Decision, DecisionKind, Source
 from consumer.errors import NewsdedupError
 from consumer.health import HealthServer, HealthState
 from consumer.kafka_clients import (
+    REFUSAL_CODES,
     admin_config,
     consumer_config,
     ensure_output_topics,
@@ -44,14 +45,7 @@ from indexstore import IndexStore
 
 log = logging.getLogger("newsdedup.service")
 
-_FATAL_CODES = {
-    KafkaError._AUTHENTICATION,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.GROUP_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError._SSL,
-}
+_FATAL_CODES = REFUSAL_CODES
 _STATS_REFRESH_S = 10.0
 _THROUGHPUT_LOG_S = 30.0
 _MAX_BACKOFF_S = 30.0
@@ -164,7 +158,9 @@ class Service:
             self._raise_if_fatal()
             self.health.turn()
             try:
-                partitions = topic_partitions(admin, self.config.kafka.input_topic, timeout=5.0)
+                partitions = topic_partitions(
+                    admin, self.config.kafka.input_topic, timeout=5.0, check=self._raise_if_fatal
+                )
                 self.health.broker_reachable = True
                 if partitions:
                     self.health.waiting_for = "a partition assignment"

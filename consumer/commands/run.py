@@ -32,6 +32,8 @@ def run_service(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     setup_logging(config.log.level, config.log.format)
     # After logging is set up: these import librdkafka.
+    from consumer.kafka_clients import check_client_settings
+
     if args.role == "fingerprint":
         from consumer.roles.fingerprint import FingerprintService as Service
     elif args.role == "decide":
@@ -39,6 +41,7 @@ def run_service(args: argparse.Namespace) -> int:
     else:
         from consumer.service import Service
 
+    check_client_settings(config.kafka)
     service = Service(config)
 
     def stop(signum: int, _frame: object) -> None:
