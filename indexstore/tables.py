@@ -180,6 +180,44 @@ class SearchTables:
         self.n = live
         self.dead = 0
 
+    # -- saving -------------------------------------------------------------------------
+
+    def export(self) -> dict[str, np.ndarray]:
+        """Every array of the tables, named, for `restore` (the snapshot at a clean close)."""
+        arrays = {
+            "n": np.array([self.n, self.dead]),
+            "seg": self.seg[: self.n],
+            "seq": self.seq[: self.n],
+            "fp": self.fp[: self.n],
+        }
+        for i, run in enumerate(self.runs):
+            arrays[f"rows.{i}"] = run.rows
+            for t in range(len(run.perm)):
+                arrays[f"perm.{i}.{t}"] = run.perm[t]
+                arrays[f"offsets.{i}.{t}"] = run.offsets[t]
+        return arrays
+
+    @classmethod
+    def restore(cls, layout: Layout, arrays: dict[str, np.ndarray]) -> SearchTables:
+        self = cls(layout)
+        self.n, self.dead = (int(v) for v in arrays["n"])
+        self.seg, self.seq = arrays["seg"], arrays["seq"]
+        self.fp = arrays["fp"]
+        i = 0
+        while f"rows.{i}" in arrays:
+            tables = range(len(layout.tables))
+            offsets = [arrays[f"offsets.{i}.{t}"] for t in tables]
+            self.runs.append(
+                Run(
+                    [arrays[f"perm.{i}.{t}"] for t in tables],
+                    offsets,
+                    [(len(o) - 1).bit_length() - 1 for o in offsets],
+                    arrays[f"rows.{i}"],
+                )
+            )
+            i += 1
+        return self
+
     def memory_bytes(self) -> int:
         arrays = [self.fp, self.seg, self.seq]
         for run in self.runs:
