@@ -22,7 +22,7 @@ from indexstore.layout import FINGERPRINT_BITS, Layout, bucket_bits
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
 MERGE_RATIO = 2
 # Queries x rows compared at once by a plain scan; bounds the temporary matrix (8 B each).
-SCAN_CHUNK = 1 << 22
+SCAN_CHUNK = 1 << 16
 # Rows of dropped segments are marked with this segment id and skipped; the tables are
 # rebuilt without them once they are this share of all rows.
 DEAD = np.iinfo(np.int64).min
