@@ -245,19 +245,22 @@ class SearchTables:
                 # the radius of the query's key has its bucket within it too.
                 masks = _masks(run.bits[t], radius)
                 buckets = (_bucket(qp, run.bits[t])[:, None] ^ masks[None, :]).ravel()
-                probe, pos = _ranges(run.offsets[t], buckets)
+                counts, pos = _ranges(run.offsets[t], buckets)
                 if not len(pos):
                     continue
-                q = probe // len(masks)
+                # Candidates outnumber hits by far: spend as few passes over them as we can,
+                # and find which probe a hit came from only for the hits.
                 cand = run.perm[t][pos]
-                d = np.bitwise_count(cand ^ qp[q])
-                close = d <= self.k
-                if not close.any():
+                d = np.bitwise_count(cand ^ np.repeat(np.repeat(qp, len(masks)), counts))
+                close = np.flatnonzero(d <= self.k)
+                if not len(close):
                     continue
-                q, d = q[close], d[close].astype(np.int64)
+                probe = np.searchsorted(np.cumsum(counts), close, side="right")
+                q, d = probe // len(masks), d[close].astype(np.int64)
                 fp0 = first.permute(table.unpermute(cand[close])) if t else cand[close]
                 # Back to row ids through table 0: same bucket, equal fingerprint.
-                h, pos0 = _ranges(run.offsets[0], _bucket(fp0, run.bits[0]))
+                counts0, pos0 = _ranges(run.offsets[0], _bucket(fp0, run.bits[0]))
+                h = np.repeat(np.arange(len(fp0)), counts0)
                 same = run.perm[0][pos0] == fp0[h]
                 found_q.append(q[h[same]])
                 found_r.append(run.rows[pos0[same]].astype(np.int64))
@@ -318,15 +321,14 @@ def _masks(bits: int, radius: int) -> np.ndarray:
 
 
 def _ranges(offsets: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(probe index, position) for every position in each probe's bucket."""
+    """(rows in each probe's bucket, every position in them, probe after probe)."""
     index = buckets.astype(np.intp)
     lo = offsets[index]
     counts = offsets[index + 1] - lo
     total = int(counts.sum())
     if not total:
-        return _EMPTY, _EMPTY
-    q = np.repeat(np.arange(len(index), dtype=np.int64), counts)
+        return counts, _EMPTY
     # Position of each candidate: its range start plus its offset inside the range.
     before = np.cumsum(counts) - counts
     pos = np.repeat(lo - before, counts) + np.arange(total)
-    return q, pos
+    return counts, pos
