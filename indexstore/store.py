@@ -18,6 +18,7 @@ import numpy as np
 import rocksdict
 
 from indexstore import encoding as enc
+from indexstore import snapshot
 from indexstore.errors import (
     IndexFormatError,
     IndexLockedError,
@@ -85,13 +86,14 @@ class _Group:
 class _Segment:
     """A segment's keys in its group and what we know of it without reading it."""
 
-    __slots__ = ("blobs", "group", "id", "rows")
+    __slots__ = ("blobs", "group", "id", "rows", "stored")
 
     def __init__(self, segment_id: int, group: _Group) -> None:
         self.id = segment_id
         self.group = group
         self.blobs: list[bytes] = []  # blob keys, oldest first
         self.rows = 0  # live rows (replaced rows are subtracted)
+        self.stored = 0  # rows in its blobs (replaced rows included), which the tables hold
 
 
 class IndexStore:
@@ -225,6 +227,7 @@ class IndexStore:
                 f, s = enc.decode_blob(it.value())
                 segment.blobs.append(it.key())
                 segment.rows += len(f)
+                segment.stored += len(f)
                 # A read-only store cannot search (no batches): it only counts rows.
                 if not self._read_only:
                     fps.append(f)
@@ -233,14 +236,28 @@ class IndexStore:
                 it.next()
             del it
         self._gen_order = self._generation_order()
-        if fps:
+        saved = None if self._read_only else snapshot.load(self._path, self._layout, self._tag())
+        if saved is not None:
+            self._tables = saved
+        elif fps:
             self._tables.append(np.concatenate(fps), np.concatenate(segs), np.concatenate(seqs))
+
+    def _tag(self) -> str:
+        """What the search tables are a function of: the snapshot is valid while it is equal."""
+        segments = ",".join(f"{sid}:{self._segments[sid].stored}" for sid in sorted(self._segments))
+        return f"{self._layout.describe()}|{self._commits}|{self._next_seq}|{segments}"
 
     def close(self) -> None:
         if self._closed:
             return
         if self._batch is not None:
             self._batch.abort()
+        if not self._read_only:
+            try:
+                snapshot.save(self._tables, self._path, self._tag())
+            except OSError:
+                # Only a faster reopen is lost: without a snapshot the tables are rebuilt.
+                snapshot.discard(self._path)
         self._closed = True
         self._tables = SearchTables(self._layout)
         self._segments.clear()
@@ -720,6 +737,7 @@ class Batch:
                 seg.blobs = []
             seg.blobs.append(enc.blob_key(sid, commit_no))
             seg.rows += len(idx)
+            seg.stored += len(idx)
         idx = sorted(i for ids in by_segment.values() for i in ids)
         if idx:
             store._tables.append(

@@ -22,7 +22,7 @@ from indexstore.layout import FINGERPRINT_BITS, Layout, bucket_bits
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
 MERGE_RATIO = 2
 # Queries x rows compared at once by a plain scan; bounds the temporary matrix (8 B each).
-SCAN_CHUNK = 1 << 22
+SCAN_CHUNK = 1 << 16
 # Rows of dropped segments are marked with this segment id and skipped; the tables are
 # rebuilt without them once they are this share of all rows.
 DEAD = np.iinfo(np.int64).min
@@ -180,6 +180,44 @@ class SearchTables:
         self.n = live
         self.dead = 0
 
+    # -- saving -------------------------------------------------------------------------
+
+    def export(self) -> dict[str, np.ndarray]:
+        """Every array of the tables, named, for `restore` (the snapshot at a clean close)."""
+        arrays = {
+            "n": np.array([self.n, self.dead]),
+            "seg": self.seg[: self.n],
+            "seq": self.seq[: self.n],
+            "fp": self.fp[: self.n],
+        }
+        for i, run in enumerate(self.runs):
+            arrays[f"rows.{i}"] = run.rows
+            for t in range(len(run.perm)):
+                arrays[f"perm.{i}.{t}"] = run.perm[t]
+                arrays[f"offsets.{i}.{t}"] = run.offsets[t]
+        return arrays
+
+    @classmethod
+    def restore(cls, layout: Layout, arrays: dict[str, np.ndarray]) -> SearchTables:
+        self = cls(layout)
+        self.n, self.dead = (int(v) for v in arrays["n"])
+        self.seg, self.seq = arrays["seg"], arrays["seq"]
+        self.fp = arrays["fp"]
+        i = 0
+        while f"rows.{i}" in arrays:
+            tables = range(len(layout.tables))
+            offsets = [arrays[f"offsets.{i}.{t}"] for t in tables]
+            self.runs.append(
+                Run(
+                    [arrays[f"perm.{i}.{t}"] for t in tables],
+                    offsets,
+                    [(len(o) - 1).bit_length() - 1 for o in offsets],
+                    arrays[f"rows.{i}"],
+                )
+            )
+            i += 1
+        return self
+
     def memory_bytes(self) -> int:
         arrays = [self.fp, self.seg, self.seq]
         for run in self.runs:
@@ -207,19 +245,22 @@ class SearchTables:
                 # the radius of the query's key has its bucket within it too.
                 masks = _masks(run.bits[t], radius)
                 buckets = (_bucket(qp, run.bits[t])[:, None] ^ masks[None, :]).ravel()
-                probe, pos = _ranges(run.offsets[t], buckets)
+                counts, pos = _ranges(run.offsets[t], buckets)
                 if not len(pos):
                     continue
-                q = probe // len(masks)
+                # Candidates outnumber hits by far: spend as few passes over them as we can,
+                # and find which probe a hit came from only for the hits.
                 cand = run.perm[t][pos]
-                d = np.bitwise_count(cand ^ qp[q])
-                close = d <= self.k
-                if not close.any():
+                d = np.bitwise_count(cand ^ np.repeat(np.repeat(qp, len(masks)), counts))
+                close = np.flatnonzero(d <= self.k)
+                if not len(close):
                     continue
-                q, d = q[close], d[close].astype(np.int64)
+                probe = np.searchsorted(np.cumsum(counts), close, side="right")
+                q, d = probe // len(masks), d[close].astype(np.int64)
                 fp0 = first.permute(table.unpermute(cand[close])) if t else cand[close]
                 # Back to row ids through table 0: same bucket, equal fingerprint.
-                h, pos0 = _ranges(run.offsets[0], _bucket(fp0, run.bits[0]))
+                counts0, pos0 = _ranges(run.offsets[0], _bucket(fp0, run.bits[0]))
+                h = np.repeat(np.arange(len(fp0)), counts0)
                 same = run.perm[0][pos0] == fp0[h]
                 found_q.append(q[h[same]])
                 found_r.append(run.rows[pos0[same]].astype(np.int64))
@@ -280,15 +321,14 @@ def _masks(bits: int, radius: int) -> np.ndarray:
 
 
 def _ranges(offsets: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(probe index, position) for every position in each probe's bucket."""
+    """(rows in each probe's bucket, every position in them, probe after probe)."""
     index = buckets.astype(np.intp)
     lo = offsets[index]
     counts = offsets[index + 1] - lo
     total = int(counts.sum())
     if not total:
-        return _EMPTY, _EMPTY
-    q = np.repeat(np.arange(len(index), dtype=np.int64), counts)
+        return counts, _EMPTY
     # Position of each candidate: its range start plus its offset inside the range.
     before = np.cumsum(counts) - counts
     pos = np.repeat(lo - before, counts) + np.arange(total)
-    return q, pos
+    return counts, pos

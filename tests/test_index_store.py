@@ -19,7 +19,9 @@ from indexstore import (
     IndexStateError,
     IndexStore,
     IndexStoreError,
+    snapshot,
 )
+from indexstore.tables import SearchTables
 
 HOUR = 3_600_000
 NOW = 1_000 * HOUR
@@ -250,4 +252,53 @@ def test_segments_share_a_column_family_per_group(tmp_path: Path) -> None:
         for h in range(21):
             found = batch.search(spread(h), b"x" * 16, NOW).matches
             assert [m.article_id for m in found] == ([f"a{h}"] if h >= 8 else [])
+        batch.abort()
+
+
+def test_reopen_after_a_clean_close_loads_the_saved_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_store(tmp_path) as store, store.begin() as batch:
+        for i in range(50):
+            batch.put(rec(f"a{i}", spread(i), NOW))
+    assert (tmp_path / snapshot.FILE_NAME).exists()
+
+    def no_rebuild(*args: object) -> None:
+        raise AssertionError("the tables were rebuilt instead of loaded")
+
+    with monkeypatch.context() as m:
+        m.setattr(SearchTables, "append", no_rebuild)
+        store = open_store(tmp_path)
+    with store:
+        batch = store.begin()
+        for i in range(50):
+            assert [m.article_id for m in batch.search(spread(i), b"x" * 16, NOW).matches] == [
+                f"a{i}"
+            ]
+        batch.put(rec("b", spread(99), NOW))
+        batch.commit()
+        batch = store.begin()
+        assert batch.search(spread(99), b"x" * 16, NOW).matches[0].article_id == "b"
+        batch.abort()
+
+
+def test_stale_or_damaged_saved_tables_are_rebuilt(tmp_path: Path) -> None:
+    saved = tmp_path / snapshot.FILE_NAME
+    with open_store(tmp_path) as store, store.begin() as batch:
+        batch.put(rec("a", spread(1), NOW))
+    old = saved.read_bytes()
+    with open_store(tmp_path) as store, store.begin() as batch:
+        batch.put(rec("b", spread(2), NOW))
+    # The snapshot of an older state (as after a crash that followed more commits): ignored.
+    saved.write_bytes(old)
+    with open_store(tmp_path) as store:
+        batch = store.begin()
+        assert batch.search(spread(2), b"x" * 16, NOW).matches[0].article_id == "b"
+        batch.abort()
+        # An expiry changes the segments: the snapshot of before it no longer matches.
+        store.expire(NOW + HOUR)
+    saved.write_bytes(b"not a snapshot")
+    with open_store(tmp_path) as store:
+        batch = store.begin()
+        assert batch.search(spread(2), b"x" * 16, NOW).matches == ()
         batch.abort()

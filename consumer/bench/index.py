@@ -61,7 +61,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:
         "index", help="index throughput, latency, size, reopen and expiry at N articles"
     )
     p.add_argument("--n", type=int, default=1_000_000, help="articles loaded (default 1M)")
-    p.add_argument("--k", type=int, default=3, help="max Hamming distance (default 3)")
+    p.add_argument("--k", type=int, default=3, help="max Hamming distance, 0..16 (default 3)")
     p.add_argument("--ops", type=int, default=100_000, help="check+insert measured")
     p.add_argument("--batch", type=int, default=1000, help="articles per batch (default 1000)")
     p.add_argument("--verify", type=int, default=300, help="queries checked by brute force")
@@ -84,8 +84,8 @@ def _record(i: int, simhash: int, t: int) -> ArticleRecord:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.n < 1 or args.ops < 1 or args.batch < 1 or not 0 <= args.k <= 10 or args.hours < 1:
-        raise InputError("need --n, --ops, --batch, --hours >= 1 and 0 <= --k <= 10")
+    if args.n < 1 or args.ops < 1 or args.batch < 1 or not 0 <= args.k <= 16 or args.hours < 1:
+        raise InputError("need --n, --ops, --batch, --hours >= 1 and 0 <= --k <= 16")
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-index-"))
     try:
         result = _bench(args, workdir)

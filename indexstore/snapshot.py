@@ -1,0 +1,48 @@
+"""The search tables saved at a clean close, so that reopening loads them instead of sorting.
+
+A snapshot is valid only for the committed state it was saved with: its tag names the commit
+count, the layout and every segment's stored rows, and is compared with what RocksDB holds at
+open. After a crash, an expiry or a change of layout the tags differ and the tables are
+rebuilt from the fingerprint blobs, as without a snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from indexstore.layout import Layout
+from indexstore.tables import SearchTables
+
+FILE_NAME = "search-tables.npz"
+
+
+def save(tables: SearchTables, directory: Path, tag: str) -> None:
+    """Write atomically: a crash leaves the previous snapshot or none, never half of one."""
+    final = directory / FILE_NAME
+    partial = directory / (FILE_NAME + ".partial")
+    with open(partial, "wb") as f:
+        np.savez(f, tag=np.array(tag), **tables.export())
+    os.replace(partial, final)
+
+
+def load(directory: Path, layout: Layout, tag: str) -> SearchTables | None:
+    """The saved tables if their tag is `tag`, else None (missing, stale or unreadable)."""
+    path = directory / FILE_NAME
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            if str(saved["tag"]) != tag:
+                return None
+            arrays = {name: saved[name] for name in saved.files if name != "tag"}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    return SearchTables.restore(layout, arrays)
+
+
+def discard(directory: Path) -> None:
+    (directory / FILE_NAME).unlink(missing_ok=True)
