@@ -5,19 +5,24 @@ SHELL := /bin/bash
 
 PYTHON ?= python3
 VENV := .venv
-# Touched after a complete install, so the install reruns only when pyproject.toml changes.
+# Touched after a complete install, so the install reruns only when pyproject.toml or the native
+# kernel's sources change.
 VENV_STAMP := $(VENV)/.installed-from-pyproject
 # command:Debian package; a package is installed only when its command is missing. apt's
 # chatter is shown only when the install fails.
 SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven
 LINT_PATHS := consumer indexstore tests
+# The native fingerprint kernel is built with cargo, which rustup installs here.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+NATIVE_SOURCES := consumer/native/Cargo.toml consumer/native/Cargo.lock $(wildcard consumer/native/src/*.rs)
 
 .PHONY: venv system-deps test demo lint clean
 
 venv: $(VENV_STAMP)
 
-$(VENV_STAMP): pyproject.toml Makefile
+$(VENV_STAMP): pyproject.toml Makefile $(NATIVE_SOURCES)
+	@command -v cargo >/dev/null || { echo "make: cargo (Rust 1.85+) is needed to build consumer/native; install it with rustup" >&2; exit 1; }
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing newsdedup with its test and eval extras into $(VENV)/"
 	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
@@ -60,5 +65,5 @@ lint: venv
 
 # Leaves the Kafka jar cache (~/.cache/newsdedup) alone: it lives outside the repo on purpose.
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis ./*.egg-info
+	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
