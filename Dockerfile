@@ -7,15 +7,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies get a layer of their own, keyed only on pyproject.toml, so editing the source
-# does not reinstall them.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+# Dependencies get a layer of their own, keyed only on the lock, so editing the source does
+# not reinstall them; only the files whose hashes the lock lists are accepted.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 
-COPY README.md ./
+COPY pyproject.toml README.md ./
 COPY consumer ./consumer
 COPY indexstore ./indexstore
 # The native fingerprint kernel (consumer/native/) is Rust: cargo is installed for the build and
@@ -34,7 +31,8 @@ COPY config/newsdedup.toml /etc/newsdedup/newsdedup.toml
 RUN groupadd --system --gid 10001 newsdedup \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/newsdedup newsdedup \
     && mkdir -p /var/lib/newsdedup \
-    && chown 10001:10001 /var/lib/newsdedup
+    && chown 10001:10001 /var/lib/newsdedup \
+    && chmod 0700 /var/lib/newsdedup
 USER 10001:10001
 VOLUME ["/var/lib/newsdedup"]
 # The default config's relative ./state would land in /app, which the service user cannot write.

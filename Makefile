@@ -5,9 +5,12 @@ SHELL := /bin/bash
 
 PYTHON ?= python3
 VENV := .venv
-# Touched after a complete install, so the install reruns only when pyproject.toml or the native
+# Touched after a complete install, so the install reruns only when the lock or the native
 # kernel's sources change.
-VENV_STAMP := $(VENV)/.installed-from-pyproject
+VENV_STAMP := $(VENV)/.installed-from-lock
+# Every dependency pinned with the hashes of its files (scripts/lock); `make lock` renews it.
+LOCK := requirements-dev.lock
+PIP := $(VENV)/bin/python -m pip --disable-pip-version-check
 # command:Debian package; a package is installed only when its command is missing. apt's
 # chatter is shown only when the install fails.
 SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
@@ -17,17 +20,30 @@ LINT_PATHS := consumer indexstore tests
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := consumer/native/Cargo.toml consumer/native/Cargo.lock $(wildcard consumer/native/src/*.rs)
 
-.PHONY: venv system-deps test demo lint clean
+.PHONY: venv lock audit system-deps test demo lint clean
 
 venv: $(VENV_STAMP)
 
-$(VENV_STAMP): pyproject.toml Makefile $(NATIVE_SOURCES)
+# Only the locked files go in (--require-hashes), then newsdedup itself without resolving
+# anything; `pip check` then catches a lock that no longer satisfies pyproject.toml.
+$(VENV_STAMP): pyproject.toml $(LOCK) Makefile $(NATIVE_SOURCES)
 	@command -v cargo >/dev/null || { echo "make: cargo (Rust 1.85+) is needed to build consumer/native; install it with rustup" >&2; exit 1; }
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing newsdedup with its test and eval extras into $(VENV)/"
-	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,eval]'
+	@echo "installing the pinned dependencies ($(LOCK)) and newsdedup into $(VENV)/"
+	@$(PIP) install --quiet --require-hashes -r $(LOCK)
+	@$(PIP) install --quiet --no-deps -e .
+	@$(PIP) check >/dev/null || { $(PIP) check >&2; \
+		echo "make: $(LOCK) does not satisfy pyproject.toml; run 'make lock'" >&2; exit 1; }
 	@touch $@
+
+# Re-resolves pyproject.toml against PyPI and rewrites both lock files (commit them).
+lock:
+	$(PYTHON) scripts/lock
+
+# Known vulnerabilities in the locked versions (PyPI's advisory data, via pip-audit); see
+# scripts/audit for what fails the build and what happens offline.
+audit: venv
+	@$(VENV)/bin/python scripts/audit $(LOCK)
 
 system-deps:
 	@missing=""; \
@@ -50,7 +66,7 @@ system-deps:
 
 # The session fixture in tests/conftest.py starts and stops the broker; fetching the jars here
 # keeps the download out of the first test's time budget.
-test: venv system-deps
+test: venv system-deps audit
 	@scripts/kafka-local fetch >/dev/null
 	@rc=0; $(VENV)/bin/python -m pytest || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests, which is a failure" >&2; exit 1; fi; \

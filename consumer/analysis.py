@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from consumer.config import FingerprintConfig, InputConfig
 from consumer.errors import NewsdedupError
-from consumer.fingerprint import Fingerprinter, FingerprintOptions
+from consumer.fingerprint import Fingerprint, Fingerprinter, FingerprintOptions
 from consumer.parsing import Invalid, InvalidReason, parse_article
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,14 @@ class Analyzed:
     event_time_ms: int
     simhash: int
     content_hash: bytes
+    sketch: bytes = b""
+    text_chars: int = 0
+
+
+def _analyzed(article_id: str, event_time_ms: int, fp: Fingerprint) -> Analyzed:
+    return Analyzed(
+        article_id, event_time_ms, fp.simhash, fp.content_hash, fp.sketch, fp.text_chars
+    )
 
 
 # (message value, fallback event time in ms: the Kafka timestamp)
@@ -67,7 +75,7 @@ class _Worker:
         except Exception as e:  # a bug must not stop the feed; the DLQ keeps the message
             log.exception("analysis failed")
             return Invalid(InvalidReason.INTERNAL_ERROR, f"{type(e).__name__}: {e}"[:300])
-        return Analyzed(parsed.id, parsed.event_time_ms, fp.simhash, fp.content_hash)
+        return _analyzed(parsed.id, parsed.event_time_ms, fp)
 
     def analyze_many(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
         """Parse every message, then fingerprint the valid articles in one batch (about 1.5×
@@ -92,9 +100,7 @@ class _Worker:
             if isinstance(fp, NewsdedupError):
                 results.append(Invalid(InvalidReason.EMPTY_TEXT, str(fp)[:300]))
             else:
-                results.append(
-                    Analyzed(article.id, article.event_time_ms, fp.simhash, fp.content_hash)
-                )
+                results.append(_analyzed(article.id, article.event_time_ms, fp))
         return results
 
 

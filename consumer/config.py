@@ -79,7 +79,7 @@ class InputConfig:
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
     path: str = "./state"
-    max_distance: int = 3
+    max_distance: int = 12
     segment: str = "1h"
     retention: str = "72h"
     future_skew: str = "5m"
@@ -92,9 +92,17 @@ class FingerprintConfig:
     engine: str = "rjieba"
     idf_path: str = ""
     title_weight: float = 1.0
-    max_terms: int = 64
+    max_terms: int = 0
     max_chars: int = 100_000
     convert_traditional: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MatchConfig:
+    # README "Accuracy": why a candidate is verified and short texts match only exactly.
+    min_jaccard: float = 0.55
+    short_text_chars: int = 80
+    unverifiable_distance: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +110,20 @@ class ServiceConfig:
     workers: int = 0  # fingerprinting processes; 0 = one per core
     expire_interval: str = "60s"
     stuck_after: str = "60s"  # /healthz fails when the loop has not turned for this long
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleoutConfig:
+    """The topics between `run --role fingerprint` and `run --role decide` (README, "Scale-out")."""
+
+    internal_topic: str = "news.fingerprints"
+    changelog_topic: str = "news.index-changelog"
+    # Partitions of both when created: the most decide instances that can share the work.
+    partitions: int = 6
+    # Article field naming the dedup domain (language, tenant…); "" = one domain for the feed.
+    domain_field: str = ""
+    # Names this instance's transactional producers; "" = the host name. Unique per instance.
+    instance_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +143,9 @@ class Config:
     input: InputConfig = field(default_factory=InputConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     fingerprint: FingerprintConfig = field(default_factory=FingerprintConfig)
+    match: MatchConfig = field(default_factory=MatchConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
+    scaleout: ScaleoutConfig = field(default_factory=ScaleoutConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
@@ -250,6 +274,23 @@ def _validate(config: Config) -> None:
     check(fp.title_weight >= 0, "option [fingerprint] title_weight must not be negative")
     check(fp.max_terms >= 0, "option [fingerprint] max_terms must be 0 (all) or more")
     check(fp.max_chars > 0, "option [fingerprint] max_chars must be positive")
+    m = config.match
+    check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
+    check(m.short_text_chars >= 0, "option [match] short_text_chars must be 0 or more")
+    check(
+        0 <= m.unverifiable_distance <= 64,
+        "option [match] unverifiable_distance must be from 0 to 64",
+    )
+    so = config.scaleout
+    check(so.partitions >= 1, "option [scaleout] partitions must be at least 1")
+    for key in ("internal_topic", "changelog_topic"):
+        check(bool(getattr(so, key).strip()), f"option [scaleout] {key} must not be empty")
+    check(
+        len({k.input_topic, k.output_topic, k.dlq_topic, so.internal_topic, so.changelog_topic})
+        == 5,
+        "options [scaleout] internal_topic and changelog_topic must differ from each other and "
+        "from the [kafka] topics",
+    )
     check(config.service.workers >= 0, "option [service] workers must be 0 (one per core) or more")
     check(
         config.log.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"),

@@ -4,32 +4,91 @@
   emitted again (only `source` names the message being answered) and nothing is added.
 - The same id with other content is an update: it is searched without itself, then replaces
   its old entry.
-- Otherwise the closest earlier article within the distance decides (exact text first, then
-  the earliest); the article joins that article's cluster or starts its own.
+- Otherwise the closest earlier article within the distance that passes verification decides
+  (exact text first, then the earliest); the article joins that article's cluster or starts
+  its own.
+
+Verification (`MatchRules`): SimHash at the distance news needs for recall also brings
+unrelated articles on the same topic, so a candidate whose text is not identical must also
+share enough shingles, estimated from the two articles' sketches (consumer/sketch.py). Short
+texts (headlines, one-line items) are decided on exact text only: two different headlines that
+share most of their words are as often different news as the same (the paraphrase sets of
+`../shared/data/pairs`), and a 5-gram estimate over a few dozen characters cannot tell them
+apart.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from consumer.analysis import Analyzed
+from consumer.config import MatchConfig
 from consumer.decisions import Decision, DecisionKind, Source
-from indexstore import ArticleRecord, Batch
+from consumer.sketch import estimate
+from indexstore import ArticleRecord, Batch, Match
 
 # What the service keeps beside each article record: when the decision was first made, so a
 # re-emitted decision is identical to the first one.
 _PAYLOAD = struct.Struct(">q")
 
+# Candidates verified per article, best first: past the first few, a verified one is rare and
+# each costs an estimate.
+_MAX_CANDIDATES = 32
 
-def decide(batch: Batch, item: Analyzed, source: Source, now_ms: int) -> Decision:
+
+@dataclass(frozen=True, slots=True)
+class MatchRules:
+    """When a candidate within the index's distance is a near-duplicate; `[match]` options."""
+
+    min_jaccard: float = 0.5
+    """Estimated shingle Jaccard a candidate needs; 0 accepts every candidate (plain SimHash)."""
+    short_text_chars: int = 80
+    """Articles whose normalized text is shorter than this are only exact duplicates."""
+    unverifiable_distance: int = 3
+    """Without comparable sketches (different shinglings, a record without a sketch), a
+    candidate is accepted up to this distance: plain SimHash's classic k."""
+
+
+DEFAULT_RULES = MatchRules()
+
+
+def match_rules(config: MatchConfig) -> MatchRules:
+    return MatchRules(config.min_jaccard, config.short_text_chars, config.unverifiable_distance)
+
+
+def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
+    if match.exact:
+        return True
+    if item.text_chars < rules.short_text_chars:
+        return False
+    if rules.min_jaccard <= 0:
+        return True
+    similarity = estimate(item.sketch, match.sketch)
+    if similarity is None:
+        return match.distance <= rules.unverifiable_distance
+    return similarity >= rules.min_jaccard
+
+
+def decide(
+    batch: Batch,
+    item: Analyzed,
+    source: Source,
+    now_ms: int,
+    rules: MatchRules = DEFAULT_RULES,
+) -> Decision:
     prior = batch.lookup(item.id)
     if prior is not None and prior.content_hash == item.content_hash:
         return _from_record(prior, source)
     result = batch.search(
-        item.simhash, item.content_hash, item.event_time_ms, exclude_id=item.id, limit=1
+        item.simhash,
+        item.content_hash,
+        item.event_time_ms,
+        exclude_id=item.id,
+        limit=_MAX_CANDIDATES,
     )
-    if result.matches:
-        best = result.matches[0]
+    best = next((m for m in result.matches if _accepts(rules, item, m)), None)
+    if best is not None:
         kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
         cluster_id, matched_id, distance = best.cluster_id, best.article_id, best.distance
     else:
@@ -46,6 +105,7 @@ def decide(batch: Batch, item: Analyzed, source: Source, now_ms: int) -> Decisio
             distance=distance,
             late=result.late,
             payload=_PAYLOAD.pack(now_ms),
+            sketch=item.sketch,
         )
     )
     return Decision(

@@ -18,6 +18,7 @@ from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.idf import load_idf
 from consumer.native_kernel import load_kernel
 from consumer.normalize import Normalizer
+from consumer.sketch import sketch
 from consumer.terms import ENGINES, TermExtractor, hash_terms
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
@@ -43,9 +44,9 @@ class FingerprintOptions:
     # "Title weight"): more title weight moved true near-duplicates apart (re-titled reposts)
     # and pulled same-headline different-story items (wire series, "快讯") together.
     title_weight: float = 1.0
-    # FINDINGS.md: top-64 terms keep the recall of all terms within 1 % at k ≤ 10 and lose none at
-    # k = 3, and they keep a 100-word boilerplate footer from outvoting the story.
-    max_terms: int | None = 64
+    # All terms: at k = 12 they keep 99.4 % of true pairs within k on hkcnews, top-64 98.0 %
+    # (BENCHMARKS.md, "Accuracy"); verification, not a term cut, keeps boilerplate out.
+    max_terms: int | None = None
     max_chars: int = 100_000
     convert_traditional: bool = True
 
@@ -66,6 +67,9 @@ class FingerprintOptions:
 class Fingerprint:
     simhash: int  # unsigned, 0 <= simhash < 2**64
     content_hash: bytes  # mmh3 x64 128-bit of normalized title + "\n" + normalized content
+    # Verifies SimHash candidates (consumer/sketch.py); of the same normalized text.
+    sketch: bytes = b""
+    text_chars: int = 0  # length of the normalized title + "\n" + content
     terms: tuple[tuple[str, float], ...] = ()  # only with explain=True: heaviest first
 
     @property
@@ -101,10 +105,10 @@ class Fingerprinter:
     the CPU cache while it runs (OpenCC alone costs about twice as much per article when stages
     alternate), and the NumPy steps run once per batch.
 
-    With the fast engine, everything after normalization (terms, weights, top N, vote, content
-    hash) runs in the native kernel (`consumer/native/`) unless `native=False`; the Python code
-    below is the reference it must equal, and it still serves `explain`, whose term lists the
-    kernel does not return.
+    With the fast engine, everything after normalization but the sketch (terms, weights, top N,
+    vote, content hash) runs in the native kernel (`consumer/native/`) unless `native=False`;
+    the Python code below is the reference it must equal, and it still serves `explain`, whose
+    term lists the kernel does not return.
     """
 
     __slots__ = ("_idf", "_kernel", "_normalize", "_terms", "options")
@@ -156,15 +160,20 @@ class Fingerprinter:
             computed = self._kernel.fingerprint_many(
                 titles, contents, self.options.title_weight, self.options.max_terms or 0
             )
-            for i, (simhash, content_hash) in zip(valid, computed, strict=True):
+            for i, title, content, (simhash, content_hash) in zip(
+                valid, titles, contents, computed, strict=True
+            ):
                 if simhash is not None:
-                    results[i] = Fingerprint(simhash, content_hash)
+                    text = f"{title}\n{content}"
+                    results[i] = Fingerprint(simhash, content_hash, sketch(text), len(text))
             return _with_empty_text_errors(results)
 
         title_weight = self.options.title_weight
         docs: list[int] = []  # items with at least one term
         counts: list[Counter[str]] = []
         content_hashes: list[bytes] = []
+        sketches: list[bytes] = []
+        lengths: list[int] = []
         for i, title, content in zip(valid, titles, contents, strict=True):
             if title_weight == 1.0:
                 # The space keeps title and content words apart, so this equals counting each.
@@ -176,9 +185,10 @@ class Fingerprinter:
             if c:
                 docs.append(i)
                 counts.append(c)
-                content_hashes.append(
-                    mmh3.hash_bytes(f"{title}\n{content}".encode(), seed=0, x64arch=True)
-                )
+                text = f"{title}\n{content}"
+                content_hashes.append(mmh3.hash_bytes(text.encode(), seed=0, x64arch=True))
+                sketches.append(sketch(text))
+                lengths.append(len(text))
         if not docs:
             return _with_empty_text_errors(results)
 
@@ -210,8 +220,8 @@ class Fingerprinter:
         )
         simhashes = np.packbits(votes > 0, axis=1, bitorder="little").view("<u8").ravel()
 
-        for j, (i, simhash, content_hash) in enumerate(
-            zip(docs, simhashes.tolist(), content_hashes, strict=True)
+        for j, (i, simhash, content_hash, article_sketch, length) in enumerate(
+            zip(docs, simhashes.tolist(), content_hashes, sketches, lengths, strict=True)
         ):
             explained: tuple[tuple[str, float], ...] = ()
             if explain:
@@ -227,7 +237,7 @@ class Fingerprinter:
                         strict=True,
                     )
                 )
-            results[i] = Fingerprint(simhash, content_hash, explained)
+            results[i] = Fingerprint(simhash, content_hash, article_sketch, length, explained)
         return _with_empty_text_errors(results)
 
 

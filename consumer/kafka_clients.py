@@ -7,20 +7,79 @@ can add security and tuning; the settings correctness depends on are applied las
 from __future__ import annotations
 
 import logging
+import re
 import socket
+import time
+from collections.abc import Callable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumer.config import KafkaConfig
-from consumer.errors import NewsdedupError
+from consumer.errors import ConfigError, NewsdedupError
 from consumer.logs import log_event
 
 log = logging.getLogger(__name__)
 
+_CHECK_EVERY_S = 0.2
+# librdkafka keys whose values are credentials (sasl.password, ssl.key.password,
+# ssl.keystore.password, sasl.oauthbearer.client.secret, ssl.key.pem, sasl.jaas.config ...).
+_SECRET_KEY = re.compile(r"password|secret|\.pem$|jaas|token", re.IGNORECASE)
+# The broker refused us for good: retrying cannot help, so nothing should wait on these.
+REFUSAL_CODES = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError._SSL,
+    }
+)
+
 
 class TopicError(NewsdedupError):
     """A topic the service needs is missing or cannot be created."""
+
+
+class KafkaRefused(NewsdedupError):
+    """The broker refused our credentials, certificate or authorization."""
+
+
+class RefusalWatch:
+    """An error_cb that remembers the first refusal; `check` raises it (see topic_partitions)."""
+
+    def __init__(self) -> None:
+        self.refusal: str | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.refusal is None and (error.fatal() or error.code() in REFUSAL_CODES):
+            self.refusal = error.str()
+
+    def check(self) -> None:
+        if self.refusal is not None:
+            raise KafkaRefused(f"Kafka refused the connection: {self.refusal}")
+
+
+def redact(text: str, settings: Mapping[str, str]) -> str:
+    """`text` with the value of every credential in `settings` masked."""
+    for key, value in settings.items():
+        if value and _SECRET_KEY.search(key):
+            text = text.replace(value, "***")
+    return text
+
+
+def check_client_settings(config: KafkaConfig) -> None:
+    """Let librdkafka validate [kafka.client] before any client connects: a misspelt key, a bad
+    value or an unreadable certificate becomes one line naming it, with credentials masked.
+    Without bootstrap servers the probe client connects to nothing; its log is silenced, or
+    it would warn about that, and about every consumer-only key, at each start."""
+    try:
+        Producer({**config.client, "log_level": 0})
+    except KafkaException as e:
+        raise ConfigError(
+            f"option [kafka.client]: {redact(e.args[0].str(), config.client)}"
+        ) from None
 
 
 def common_config(config: KafkaConfig) -> dict[str, str]:
@@ -65,10 +124,33 @@ def admin_config(config: KafkaConfig) -> dict:
     return common_config(config)
 
 
-def topic_partitions(admin: AdminClient, topic: str, timeout: float = 10.0) -> int | None:
+def topic_partitions(
+    admin: AdminClient,
+    topic: str,
+    timeout: float = 10.0,
+    check: Callable[[], None] | None = None,
+) -> int | None:
     """Partition count of `topic`, or None when it does not exist. Raises KafkaException when
-    the broker cannot be reached."""
-    metadata = admin.list_topics(topic=topic, timeout=timeout)
+    the broker cannot be reached.
+
+    With `check`, the wait is cut into short slices; between them the admin client's callbacks
+    run (list_topics does not serve error_cb) and then `check`, which raises to end the wait.
+    A refused login is thus noticed after one or two attempts, not after `timeout` seconds of
+    reconnects (librdkafka retries a refused login about every 300 ms).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            metadata = admin.list_topics(
+                topic=topic, timeout=max(min(left, _CHECK_EVERY_S), 0.01) if check else timeout
+            )
+            break
+        except KafkaException:
+            if check is None or time.monotonic() >= deadline:
+                raise
+            admin.poll(0)
+            check()
     info = metadata.topics.get(topic)
     if info is None or (
         info.error is not None

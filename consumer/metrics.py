@@ -97,6 +97,38 @@ class Metrics:
             "Input partitions assigned to this instance",
             registry=r,
         )
+        # Scale-out roles (README, "Scale-out").
+        self.fingerprinted = Counter(
+            "newsdedup_fingerprinted",
+            "Articles fingerprinted and sent to the internal topic (role fingerprint)",
+            registry=r,
+        )
+        self.changelog_records = Counter(
+            "newsdedup_changelog_records",
+            "Index records written to the changelog topic (role decide)",
+            registry=r,
+        )
+        self.restore_records = Counter(
+            "newsdedup_restore_records",
+            "Changelog records read while restoring indexes (role decide)",
+            registry=r,
+        )
+        self.restore_remaining = Gauge(
+            "newsdedup_restore_remaining_records",
+            "Changelog records still to read before the partition can be decided",
+            ["partition"],
+            registry=r,
+        )
+        self.restoring_partitions = Gauge(
+            "newsdedup_restoring_partitions",
+            "Assigned internal partitions whose indexes are being restored",
+            registry=r,
+        )
+        self.restore_seconds = Counter(
+            "newsdedup_restore_seconds",
+            "Time spent restoring indexes from the changelog",
+            registry=r,
+        )
         self.ready = Gauge("newsdedup_ready", "1 when /readyz answers 200", registry=r)
         self.build_info = Info("newsdedup_build", "Version of newsdedup and Python", registry=r)
         self.build_info.info({"version": __version__, "python": platform.python_version()})

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from consumer.analysis import Analyzed, Analyzer
-from consumer.deciding import decide
+from consumer.deciding import DEFAULT_RULES, MatchRules, decide
 from consumer.decisions import Decision, Source
 from consumer.parsing import Invalid
 from indexstore import Batch, IndexStore
@@ -62,10 +62,12 @@ class Pipeline:
         store: IndexStore,
         analyzer: Analyzer,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        rules: MatchRules = DEFAULT_RULES,
     ) -> None:
         self.store = store
         self.analyzer = analyzer
         self.clock_ms = clock_ms
+        self.rules = rules
 
     def decide(self, messages: Sequence[Message]) -> DecidedBatch:
         """Decide in input order, chunk by chunk as the workers finish them: the index work of
@@ -93,7 +95,7 @@ class Pipeline:
                     messages[len(outcomes) : len(outcomes) + len(analyzed)], analyzed, strict=True
                 ):
                     if isinstance(result, Analyzed):
-                        outcomes.append(decide(batch, result, message.source, now_ms))
+                        outcomes.append(decide(batch, result, message.source, now_ms, self.rules))
                     else:
                         outcomes.append(Rejection(message, result))
                     next_offsets[message.source.position_key] = message.source.offset + 1

@@ -25,10 +25,12 @@ from confluent_kafka.admin import AdminClient
 from consumer.analysis import Analyzer
 from consumer.checkpoint import Checkpoint, OutputFailed
 from consumer.config import Config, parse_duration_ms
+from consumer.deciding import match_rules
 from consumer.decisions import Decision, DecisionKind, Source
 from consumer.errors import NewsdedupError
 from consumer.health import HealthServer, HealthState
 from consumer.kafka_clients import (
+    REFUSAL_CODES,
     admin_config,
     consumer_config,
     ensure_output_topics,
@@ -43,14 +45,7 @@ from indexstore import IndexStore
 
 log = logging.getLogger("newsdedup.service")
 
-_FATAL_CODES = {
-    KafkaError._AUTHENTICATION,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.GROUP_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError._SSL,
-}
+_FATAL_CODES = REFUSAL_CODES
 _STATS_REFRESH_S = 10.0
 _THROUGHPUT_LOG_S = 30.0
 _MAX_BACKOFF_S = 30.0
@@ -143,7 +138,12 @@ class Service:
                 on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
             )
-            self._loop(consumer, Pipeline(store, analyzer), checkpoint, store)
+            self._loop(
+                consumer,
+                Pipeline(store, analyzer, rules=match_rules(self.config.match)),
+                checkpoint,
+                store,
+            )
         finally:
             self.health.assigned = 0
             consumer.close()
@@ -158,7 +158,9 @@ class Service:
             self._raise_if_fatal()
             self.health.turn()
             try:
-                partitions = topic_partitions(admin, self.config.kafka.input_topic, timeout=5.0)
+                partitions = topic_partitions(
+                    admin, self.config.kafka.input_topic, timeout=5.0, check=self._raise_if_fatal
+                )
                 self.health.broker_reachable = True
                 if partitions:
                     self.health.waiting_for = "a partition assignment"

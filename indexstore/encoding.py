@@ -3,22 +3,28 @@
 Nobody else builds or slices these bytes. The RocksDB database (raw mode) holds:
 
 column family ``default`` (small, fixed keys)
-    b"meta"          -> UTF-8 JSON {"format": 1, "max_distance": k, "segment_ms": ...,
-                        "generation_ms": ...}; checked at open
+    b"meta"          -> UTF-8 JSON {"format": 3, "max_distance": k, "segment_ms": ...,
+                        "group_ms": ..., "generation_ms": ...}; checked at open
     b"state"         -> >q watermark_ms (INT64_MIN = none) | >Q next_seq | >Q commits
     b"pos:" + KEY    -> >Q next offset to read (KEY: UTF-8, e.g. "news.raw/3")
 
-column family ``segment.<id>`` (one per segment; id = event_time_ms // segment_ms, signed)
-    b"b" + >Q commit -> fingerprint blob written by that commit (or merged blobs):
-                        <I n | n x <Q simhash | n x <Q seq
-    b"r" + >Q seq    -> article id (UTF-8) of row `seq`
+column family ``group.<gid>`` (the segments of one group; gid = segment id // segments per
+group, signed). SEG below is the segment id as >Q of (id + 2**63), so keys sort numerically
+and a segment's keys are one contiguous range, dropped with one range deletion.
+    b"b" + SEG + >Q commit -> fingerprint blob written by that commit (or merged blobs):
+                              <I n | n x <Q simhash | n x <Q seq
+    b"r" + SEG + >Q seq    -> article id (UTF-8) of row `seq`
 
 column family ``articles.<gen>`` (article table; gen = storage_time // generation_ms)
     article id (UTF-8) -> record:
-        >B version(1) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
+        >B version(2) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
         (2**64-1: not in the search tables) | >b distance (-1: none) | >B flags
-        (bit 0 late, bit 1 matched_id present) | >HHH lengths of the UTF-8 strings
-        decision, cluster_id, matched_id | the three strings | payload (the rest)
+        (bit 0 late, bit 1 matched_id present) | >HHHH lengths of the UTF-8 strings
+        decision, cluster_id, matched_id and of the sketch | the three strings | sketch |
+        payload (the rest)
+
+Formats 1 and 2 had a column family per segment; creating one costs ~80 ms, which dominated
+replays of history. They are refused (the index is rebuilt by replaying the feed).
 
 A row is one article's entry in the search tables; `seq` numbers rows in insertion order,
 never reused. Blobs are little-endian so numpy reads them without copying; keys are
@@ -36,7 +42,8 @@ import numpy as np
 from indexstore.errors import IndexFormatError
 from indexstore.model import ArticleRecord
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 3
+MAX_SKETCH_BYTES = 2**16 - 1
 NO_SEQ = 2**64 - 1
 NO_WATERMARK = -(2**63)
 
@@ -46,14 +53,15 @@ POSITION_PREFIX = b"pos:"
 BLOB_PREFIX = b"b"
 ROW_PREFIX = b"r"
 
-SEGMENT_CF_PREFIX = "segment."
+GROUP_CF_PREFIX = "group."
 ARTICLES_CF_PREFIX = "articles."
 
 _STATE = struct.Struct(">qQQ")
 _U64 = struct.Struct(">Q")
+_SEGMENT_BIAS = 2**63
 _RECORD_HEAD = struct.Struct(">BQ16sqQbB")
-_LENGTHS = struct.Struct(">HHH")
-_RECORD_VERSION = 1
+_LENGTHS = struct.Struct(">HHHH")
+_RECORD_VERSION = 2
 _FLAG_LATE = 1
 _FLAG_MATCHED = 2
 
@@ -62,6 +70,7 @@ _FLAG_MATCHED = 2
 class Meta:
     max_distance: int
     segment_ms: int
+    group_ms: int
     generation_ms: int
 
 
@@ -71,6 +80,7 @@ def encode_meta(meta: Meta) -> bytes:
             "format": FORMAT_VERSION,
             "max_distance": meta.max_distance,
             "segment_ms": meta.segment_ms,
+            "group_ms": meta.group_ms,
             "generation_ms": meta.generation_ms,
         },
         sort_keys=True,
@@ -81,15 +91,23 @@ def decode_meta(raw: bytes) -> Meta:
     try:
         doc = json.loads(raw)
         fmt = doc["format"]
-        meta = Meta(int(doc["max_distance"]), int(doc["segment_ms"]), int(doc["generation_ms"]))
     except (ValueError, KeyError, TypeError) as e:
         raise IndexFormatError(f"unreadable index metadata ({e}); is this an index?") from e
     if fmt != FORMAT_VERSION:
         raise IndexFormatError(
             f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}); "
-            "rebuild the index or use the matching newsdedup version"
+            "rebuild the index in a new directory by replaying the feed, or use the matching "
+            "newsdedup version"
         )
-    return meta
+    try:
+        return Meta(
+            int(doc["max_distance"]),
+            int(doc["segment_ms"]),
+            int(doc["group_ms"]),
+            int(doc["generation_ms"]),
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise IndexFormatError(f"unreadable index metadata ({e}); is this an index?") from e
 
 
 def encode_state(watermark_ms: int | None, next_seq: int, commits: int) -> bytes:
@@ -120,8 +138,8 @@ def decode_u64(raw: bytes) -> int:
     return _U64.unpack(raw)[0]
 
 
-def segment_cf(segment_id: int) -> str:
-    return f"{SEGMENT_CF_PREFIX}{segment_id}"
+def group_cf(group_id: int) -> str:
+    return f"{GROUP_CF_PREFIX}{group_id}"
 
 
 def articles_cf(generation: int) -> str:
@@ -129,8 +147,8 @@ def articles_cf(generation: int) -> str:
 
 
 def parse_cf(name: str) -> tuple[str, int] | None:
-    """("segment", id) or ("articles", gen) for our column families, None for others."""
-    for prefix, kind in ((SEGMENT_CF_PREFIX, "segment"), (ARTICLES_CF_PREFIX, "articles")):
+    """("group", id) or ("articles", gen) for our column families, None for others."""
+    for prefix, kind in ((GROUP_CF_PREFIX, "group"), (ARTICLES_CF_PREFIX, "articles")):
         if name.startswith(prefix):
             try:
                 return kind, int(name[len(prefix) :])
@@ -139,12 +157,26 @@ def parse_cf(name: str) -> tuple[str, int] | None:
     return None
 
 
-def blob_key(commit: int) -> bytes:
-    return BLOB_PREFIX + _U64.pack(commit)
+def _segment_bytes(segment_id: int) -> bytes:
+    return _U64.pack(segment_id + _SEGMENT_BIAS)
 
 
-def row_key(seq: int) -> bytes:
-    return ROW_PREFIX + _U64.pack(seq)
+def blob_key(segment_id: int, commit: int) -> bytes:
+    return BLOB_PREFIX + _segment_bytes(segment_id) + _U64.pack(commit)
+
+
+def blob_segment(key: bytes) -> int:
+    return _U64.unpack_from(key, len(BLOB_PREFIX))[0] - _SEGMENT_BIAS
+
+
+def row_key(segment_id: int, seq: int) -> bytes:
+    return ROW_PREFIX + _segment_bytes(segment_id) + _U64.pack(seq)
+
+
+def segment_ranges(segment_id: int) -> tuple[tuple[bytes, bytes], ...]:
+    """The [begin, end) key ranges holding everything of one segment in its group."""
+    this, after = _segment_bytes(segment_id), _segment_bytes(segment_id + 1)
+    return tuple((prefix + this, prefix + after) for prefix in (BLOB_PREFIX, ROW_PREFIX))
 
 
 def encode_blob(simhashes: np.ndarray, seqs: np.ndarray) -> bytes:
@@ -185,10 +217,11 @@ def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
                 -1 if record.distance is None else record.distance,
                 flags,
             ),
-            _LENGTHS.pack(len(decision), len(cluster), len(matched)),
+            _LENGTHS.pack(len(decision), len(cluster), len(matched), len(record.sketch)),
             decision,
             cluster,
             matched,
+            record.sketch,
             record.payload,
         )
     )
@@ -199,12 +232,14 @@ def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | Non
     version, simhash, content_hash, event_time, seq, distance, flags = _RECORD_HEAD.unpack_from(raw)
     if version != _RECORD_VERSION:
         raise IndexFormatError(f"article record version {version} is not supported")
-    a, b, c = _LENGTHS.unpack_from(raw, _RECORD_HEAD.size)
+    a, b, c, s = _LENGTHS.unpack_from(raw, _RECORD_HEAD.size)
     pos = _RECORD_HEAD.size + _LENGTHS.size
     decision = raw[pos : pos + a].decode()
     cluster_id = raw[pos + a : pos + a + b].decode()
     matched_id = raw[pos + a + b : pos + a + b + c].decode()
     pos += a + b + c
+    sketch = raw[pos : pos + s]
+    pos += s
     record = ArticleRecord(
         article_id=article_id,
         simhash=simhash,
@@ -216,5 +251,6 @@ def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | Non
         distance=None if distance < 0 else distance,
         late=bool(flags & _FLAG_LATE),
         payload=raw[pos:],
+        sketch=sketch,
     )
     return record, (None if seq == NO_SEQ else seq)

@@ -16,12 +16,17 @@ FINGERPRINT_BITS = 64
 # The cost model of `choose_layout`, in microseconds per query on one core: rough figures
 # from `newsdedup bench index` and numpy micro-timings on this project's 2-core machines
 # (batches of ~1000 queries); only their ratios matter.
-PROBE_US = 1.0  # one table probed: two searchsorted per run, plus expanding the ranges
-CANDIDATE_US = 0.02  # one candidate verified: gather, XOR, popcount
+PROBE_US = 0.3  # one table probed: the fixed cost of its vectorized steps
+BUCKET_US = 0.02  # one bucket of one run looked up: two offsets read, the range expanded
+CANDIDATE_US = 0.025  # one candidate verified: gather, XOR, popcount
 SCAN_US = 0.0015  # one row compared in a plain vectorized scan
 MEMORY_US_PER_BYTE = 0.25  # what one byte of table memory per article is worth to us
 MAX_TABLES = 300
 MAX_TABLE_BYTES_PER_ARTICLE = 256  # beyond this, memory at millions of articles is out of reach
+MAX_BUCKETS_PER_PROBE = 4096  # keys within the probe radius; beyond this a layout is not tried
+# A run of n rows is bucketed by the top log2(n / ROWS_PER_BUCKET) bits of each key (at most
+# the key's width), so a bucket holds a few rows and the offsets cost ~1 B per row and table.
+ROWS_PER_BUCKET = 4
 
 
 _U64 = np.uint64
@@ -90,26 +95,34 @@ def _rotate_left(values: np.ndarray, r: int) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """`blocks == 0` means no tables: every query scans all rows (small n or large k)."""
+    """`blocks == 0` means no tables: every query scans all rows (small n or large k).
+
+    Otherwise each table is keyed by `kept` of the `blocks` blocks and probed with every key
+    within Hamming distance `radius` of the query's key (0: the key itself).
+    """
 
     max_distance: int
     blocks: int
     tables: tuple[Table, ...]
     expected_candidates: float
+    kept: int = 0
+    radius: int = 0
+    expected_buckets: float = 0.0
 
     def describe(self) -> str:
         if not self.blocks:
             return f"scan (k={self.max_distance})"
         bits = min(t.key_bits for t in self.tables)
+        probe = f", keys probed within radius {self.radius}" if self.radius else ""
         return (
             f"pigeonhole b={self.blocks} k={self.max_distance}: {len(self.tables)} tables, "
-            f">={bits}-bit keys, ~{self.expected_candidates:.1f} candidates/query"
+            f">={bits}-bit keys{probe}, ~{self.expected_candidates:.1f} candidates/query"
         )
 
     @property
     def table_bytes_per_article(self) -> int:
-        # a permuted fingerprint per table, plus a row id in the first table
-        return 8 * len(self.tables) + 4 if self.tables else 0
+        # a permuted fingerprint and ~1 B of bucket offsets per table, a row id in the first
+        return 9 * len(self.tables) + 4 if self.tables else 0
 
 
 def block_widths(blocks: int) -> list[int]:
@@ -118,15 +131,44 @@ def block_widths(blocks: int) -> list[int]:
     return [base + 1 if i < extra else base for i in range(blocks)]
 
 
-def pigeonhole_layout(max_distance: int, blocks: int, expected_articles: int) -> Layout:
-    """The C(blocks, k) tables keyed by every choice of blocks - k kept blocks."""
+def probe_radius(max_distance: int, blocks: int, kept: int) -> int:
+    """The largest distance the closest `kept` blocks can be at, for a neighbour within k.
+
+    d <= k bits spread over `blocks` blocks; the `kept` blocks with the fewest differing bits
+    hold the most when the bits are spread evenly: every block floor(k / b), and k mod b
+    blocks one more, of which the least-loaded `kept` get max(0, kept - (b - k mod b)).
+    kept = b - k with b > k gives 0: Manku's exact-key probe.
+    """
+    per_block, extra = divmod(max_distance, blocks)
+    return kept * per_block + max(0, kept - (blocks - extra))
+
+
+def keys_within(bits: int, radius: int) -> int:
+    """How many keys of `bits` bits lie within Hamming distance `radius` of one key."""
+    return sum(math.comb(bits, i) for i in range(min(radius, bits) + 1))
+
+
+def bucket_bits(key_bits: int, rows: int) -> int:
+    """The top bits of a key that bucket a run of `rows` rows (see ROWS_PER_BUCKET)."""
+    return max(0, min(key_bits, (max(rows, 1) // ROWS_PER_BUCKET).bit_length() - 1))
+
+
+def pigeonhole_layout(
+    max_distance: int, blocks: int, expected_articles: int, kept: int | None = None
+) -> Layout:
+    """The C(blocks, kept) tables keyed by every choice of `kept` blocks (default b - k)."""
+    if kept is None:
+        kept = blocks - max_distance
+    if not 0 < kept <= blocks:
+        raise ValueError(f"cannot keep {kept} of {blocks} blocks")
+    radius = probe_radius(max_distance, blocks, kept)
     widths = block_widths(blocks)
     starts = [sum(widths[:i]) for i in range(blocks)]
     tables = []
-    for kept in itertools.combinations(range(blocks), blocks - max_distance):
-        key_bits = sum(widths[i] for i in kept)
-        rest = [i for i in range(blocks) if i not in kept]
-        first = _cyclic_start(kept, blocks)
+    for chosen in itertools.combinations(range(blocks), kept):
+        key_bits = sum(widths[i] for i in chosen)
+        rest = [i for i in range(blocks) if i not in chosen]
+        first = _cyclic_start(chosen, blocks)
         if first is not None:
             # Kept blocks adjacent (cyclically): a rotation brings them to the top.
             r = (FINGERPRINT_BITS - (starts[first] + key_bits)) % FINGERPRINT_BITS
@@ -134,12 +176,17 @@ def pigeonhole_layout(max_distance: int, blocks: int, expected_articles: int) ->
             tables.append(Table(tuple(moves), key_bits, r))
             continue
         moves, top = [], FINGERPRINT_BITS
-        for i in (*kept, *rest):
+        for i in (*chosen, *rest):
             top -= widths[i]
             moves.append(BlockMove(starts[i], widths[i], top))
         tables.append(Table(tuple(moves), key_bits, None))
-    candidates = sum(expected_articles / 2.0**t.key_bits for t in tables)
-    return Layout(max_distance, blocks, tuple(tables), candidates)
+    buckets = candidates = 0.0
+    for t in tables:
+        p = bucket_bits(t.key_bits, expected_articles)
+        probes = keys_within(p, radius)
+        buckets += probes
+        candidates += probes * expected_articles / 2.0**p
+    return Layout(max_distance, blocks, tuple(tables), candidates, kept, radius, buckets)
 
 
 def _cyclic_start(kept: tuple[int, ...], blocks: int) -> int | None:
@@ -155,12 +202,19 @@ def scan_layout(max_distance: int, expected_articles: int) -> Layout:
     return Layout(max_distance, 0, (), float(expected_articles))
 
 
+def expected_runs(expected_articles: int) -> float:
+    """Roughly how many runs a table has: batches of ~1000 rows merged at ratio 2 leave about
+    log2(n / 10,000) of them (fewer after a reopen, which loads everything as one run)."""
+    return max(1.0, math.log2(max(expected_articles, 1) / 10_000))
+
+
 def layout_cost(layout: Layout, expected_articles: int) -> float:
     """Estimated microseconds per query, memory included at MEMORY_US_PER_BYTE."""
     if not layout.blocks:
         return expected_articles * SCAN_US
     return (
         len(layout.tables) * PROBE_US
+        + layout.expected_buckets * expected_runs(expected_articles) * BUCKET_US
         + layout.expected_candidates * CANDIDATE_US
         + layout.table_bytes_per_article * MEMORY_US_PER_BYTE
     )
@@ -184,21 +238,33 @@ def choose_layout(max_distance: int, expected_articles: int) -> Layout:
     For large k and small n no table beats comparing against every row, which numpy does
     at about a nanosecond a row.
 
-    We take the candidate with the least `layout_cost`: table probes, candidate checks and
-    table memory priced in microseconds per query (constants above, measured here).
+    Large k: C(b, k) tables become too many, so a table may keep fewer blocks than b - k and be
+    probed with every key within a radius of the query's key (`probe_radius`: the most bits
+    the closest `kept` blocks of a neighbour within k can differ in). With kept = 1 this is
+    multi-index hashing (Norouzi, Punjani, Fleet, CVPR 2012): k = 10 at 1 M, 4 tables of
+    16-bit blocks probed within radius 2 (137 keys each) instead of a scan of every row.
+    Runs are bucketed by a key prefix, so a probe is a lookup, not a binary search.
+
+    We take the candidate with the least `layout_cost`: table probes, bucket lookups,
+    candidate checks and table memory priced in microseconds per query (constants above).
     """
     if not 0 <= max_distance < FINGERPRINT_BITS:
         raise ValueError(f"max_distance must be in 0..63, got {max_distance}")
     n = max(int(expected_articles), 1)
     best = scan_layout(max_distance, n)
     best_cost = layout_cost(best, n)
-    for blocks in range(max_distance + 1, min(max_distance + 6, FINGERPRINT_BITS) + 1):
-        if math.comb(blocks, max_distance) > MAX_TABLES:
-            break
-        candidate = pigeonhole_layout(max_distance, blocks, n)
-        if candidate.table_bytes_per_article > MAX_TABLE_BYTES_PER_ARTICLE:
-            continue
-        cost = layout_cost(candidate, n)
-        if cost < best_cost:
-            best, best_cost = candidate, cost
+    for blocks in range(1, min(max_distance + 6, FINGERPRINT_BITS) + 1):
+        for kept in range(1, blocks + 1):
+            if math.comb(blocks, kept) > MAX_TABLES:
+                continue
+            widest = -(-FINGERPRINT_BITS // blocks) * kept
+            radius = probe_radius(max_distance, blocks, kept)
+            if keys_within(min(widest, bucket_bits(widest, n)), radius) > MAX_BUCKETS_PER_PROBE:
+                continue
+            candidate = pigeonhole_layout(max_distance, blocks, n, kept)
+            if candidate.table_bytes_per_article > MAX_TABLE_BYTES_PER_ARTICLE:
+                continue
+            cost = layout_cost(candidate, n)
+            if cost < best_cost:
+                best, best_cost = candidate, cost
     return best

@@ -40,6 +40,9 @@ class ArticleRecord:
     distance: int | None
     late: bool
     payload: bytes = b""
+    sketch: bytes = b""
+    """Opaque verification data of the caller (e.g. a MinHash), at most 65,535 bytes; handed
+    back with every match so a candidate can be verified without another read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,8 @@ class Match:
     exact: bool
     event_time_ms: int
     cluster_id: str
+    sketch: bytes = b""
+    """The matched article's `ArticleRecord.sketch`, from the record the search already read."""
 
 
 @dataclass(frozen=True, slots=True)

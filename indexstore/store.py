@@ -38,6 +38,11 @@ from indexstore.tables import SearchTables
 # A segment's blobs (one per commit that touched it) are merged into one when there are more
 # than this many, so reopen reads a few blobs per segment, not one per commit.
 MAX_BLOBS_PER_SEGMENT = 32
+# Segments share a column family per group: creating one costs ~80 ms (RocksDB rewrites its
+# OPTIONS file and syncs the MANIFEST), which made replays of history with 1 h segments spend
+# most of their time creating column families. A window holds about this many groups, so
+# range-deleted segments wait at most a quarter of the window for their group to be dropped.
+GROUPS_PER_WINDOW = 4
 
 
 def wall_clock_ms() -> int:
@@ -66,15 +71,25 @@ def _rocksdb_options(memory_bytes: int) -> rocksdict.Options:
     return opts
 
 
-class _Segment:
-    """A segment's column family and what we know of it without reading it."""
+class _Group:
+    """The column family of a group of consecutive segments."""
 
-    __slots__ = ("blobs", "cf", "handle", "id", "rows")
+    __slots__ = ("cf", "handle", "id")
 
-    def __init__(self, segment_id: int, cf: rocksdict.Rdict, handle: object) -> None:
-        self.id = segment_id
+    def __init__(self, group_id: int, cf: rocksdict.Rdict, handle: object) -> None:
+        self.id = group_id
         self.cf = cf
         self.handle = handle
+
+
+class _Segment:
+    """A segment's keys in its group and what we know of it without reading it."""
+
+    __slots__ = ("blobs", "group", "id", "rows")
+
+    def __init__(self, segment_id: int, group: _Group) -> None:
+        self.id = segment_id
+        self.group = group
         self.blobs: list[bytes] = []  # blob keys, oldest first
         self.rows = 0  # live rows (replaced rows are subtracted)
 
@@ -153,12 +168,15 @@ class IndexStore:
     def _load(self) -> None:
         options = self._options
         raw_meta = self._db.get(enc.META_KEY)
+        # Article generations are whole numbers of segments, so a generation is dropped
+        # only after every segment that can point at its records is dropped.
+        generation_ms = -(-options.retention_ms // options.segment_ms) * options.segment_ms
+        group_segments = max(1, generation_ms // options.segment_ms // GROUPS_PER_WINDOW)
         wanted = enc.Meta(
             options.max_distance,
             options.segment_ms,
-            # Article generations are whole numbers of segments, so a generation is dropped
-            # only after every segment that can point at its records is dropped.
-            -(-options.retention_ms // options.segment_ms) * options.segment_ms,
+            group_segments * options.segment_ms,
+            generation_ms,
         )
         if raw_meta is None:
             if self._read_only:
@@ -182,6 +200,7 @@ class IndexStore:
             it.next()
         del it
         self._segments: dict[int, _Segment] = {}
+        self._groups: dict[int, _Group] = {}
         self._generations: dict[int, tuple[rocksdict.Rdict, object]] = {}
         self._tables = SearchTables(self._layout)
         fps, segs, seqs = [], [], []
@@ -195,10 +214,14 @@ class IndexStore:
             if kind == "articles":
                 self._generations[number] = (cf, handle)
                 continue
-            segment = self._segments[number] = _Segment(number, cf, handle)
+            group = self._groups[number] = _Group(number, cf, handle)
             it = cf.iter()
             it.seek(enc.BLOB_PREFIX)
             while it.valid() and it.key().startswith(enc.BLOB_PREFIX):
+                sid = enc.blob_segment(it.key())
+                segment = self._segments.get(sid)
+                if segment is None:
+                    segment = self._segments[sid] = _Segment(sid, group)
                 f, s = enc.decode_blob(it.value())
                 segment.blobs.append(it.key())
                 segment.rows += len(f)
@@ -206,7 +229,7 @@ class IndexStore:
                 if not self._read_only:
                     fps.append(f)
                     seqs.append(s)
-                    segs.append(np.full(len(f), number, dtype=np.int64))
+                    segs.append(np.full(len(f), sid, dtype=np.int64))
                 it.next()
             del it
         self._gen_order = self._generation_order()
@@ -221,6 +244,7 @@ class IndexStore:
         self._closed = True
         self._tables = SearchTables(self._layout)
         self._segments.clear()
+        self._groups.clear()
         self._generations.clear()
         self._gen_order = []
         self._db.close()
@@ -260,10 +284,17 @@ class IndexStore:
     def stats(self) -> IndexStats:
         self._check_open()
         segments = []
+        group_bytes, group_rows = {}, defaultdict(int)
+        for gid, group in self._groups.items():
+            size = group.cf.property_int_value("rocksdb.total-sst-files-size") or 0
+            size += group.cf.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+            group_bytes[gid] = size
+        for seg in self._segments.values():
+            group_rows[seg.group.id] += seg.rows
         for sid in sorted(self._segments):
             seg = self._segments[sid]
-            size = seg.cf.property_int_value("rocksdb.total-sst-files-size") or 0
-            size += seg.cf.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+            # Segments share their group's files: each is shown its share by rows.
+            size = group_bytes[seg.group.id] * seg.rows // max(group_rows[seg.group.id], 1)
             start = sid * self._meta.segment_ms
             segments.append(SegmentStats(sid, start, start + self._meta.segment_ms, seg.rows, size))
         return IndexStats(
@@ -283,8 +314,9 @@ class IndexStore:
     def expire(self, before_ms: int | None = None) -> list[int]:
         """Drop every segment that ends at or before `before_ms` (default: the window start).
 
-        Whole column families are dropped, so the RocksDB part takes the same time whatever
-        a segment holds; the search tables are then filtered in one pass.
+        A segment is two range deletions in its group's column family, and a group whose
+        segments have all ended is dropped whole, so the RocksDB part takes the same time
+        whatever a segment holds; the search tables are then filtered in one pass.
         """
         self._check_writable()
         if self._batch is not None:
@@ -293,13 +325,26 @@ class IndexStore:
             if self._watermark is None:
                 return []
             before_ms = self._watermark - self._options.retention_ms
-        seg_ms, gen_ms = self._meta.segment_ms, self._meta.generation_ms
+        seg_ms, group_ms, gen_ms = (
+            self._meta.segment_ms,
+            self._meta.group_ms,
+            self._meta.generation_ms,
+        )
         dropped = sorted(s for s in self._segments if (s + 1) * seg_ms <= before_ms)
+        gone = [g for g in self._groups if (g + 1) * group_ms <= before_ms]
+        wb = rocksdict.WriteBatch(raw_mode=True)
         for sid in dropped:
             seg = self._segments.pop(sid)
+            if seg.group.id not in gone:
+                for begin, end in enc.segment_ranges(sid):
+                    wb.delete_range(begin, end, seg.group.handle)
+        if not wb.is_empty():
+            self._db.write(wb)
+        for gid in gone:
+            group = self._groups.pop(gid)
             # Our references keep the column family alive; release them before dropping.
-            del seg.cf, seg.handle
-            self._db.drop_column_family(enc.segment_cf(sid))
+            del group.cf, group.handle
+            self._db.drop_column_family(enc.group_cf(gid))
         for gen in [g for g in self._generations if (g + 1) * gen_ms <= before_ms]:
             del self._generations[gen]
             self._gen_order = self._generation_order()
@@ -370,16 +415,17 @@ class IndexStore:
     def _resolve_rows(self, rows: np.ndarray) -> list[str | None]:
         """Article ids of committed rows, by batched gets of their row keys."""
         ids: list[str | None] = [None] * len(rows)
-        by_segment: dict[int, list[int]] = defaultdict(list)
-        segs = self._tables.seg[rows]
-        for i, sid in enumerate(segs.tolist()):
-            by_segment[sid].append(i)
+        by_group: dict[int, list[int]] = defaultdict(list)
+        keys: list[bytes] = []
+        segs = self._tables.seg[rows].tolist()
         seqs = self._tables.seq[rows].tolist()
-        for sid, positions in by_segment.items():
+        for i, (sid, seq) in enumerate(zip(segs, seqs, strict=True)):
             seg = self._segments.get(sid)
-            if seg is None:
-                continue
-            raws = seg.cf.get([enc.row_key(seqs[i]) for i in positions])
+            keys.append(enc.row_key(sid, seq))
+            if seg is not None:
+                by_group[seg.group.id].append(i)
+        for gid, positions in by_group.items():
+            raws = self._groups[gid].cf.get([keys[i] for i in positions])
             for i, raw in zip(positions, raws, strict=True):
                 if raw is not None:
                     ids[i] = raw.decode()
@@ -388,11 +434,16 @@ class IndexStore:
     def _segment_for_write(self, sid: int) -> _Segment:
         seg = self._segments.get(sid)
         if seg is None:
-            name = enc.segment_cf(sid)
-            # Creating a column family is durable on its own; after a crash an empty segment
-            # may remain, which holds nothing and is expired like any other.
-            cf = self._db.create_column_family(name, self._rocksdb_opts)
-            seg = self._segments[sid] = _Segment(sid, cf, self._db.get_column_family_handle(name))
+            gid = sid * self._meta.segment_ms // self._meta.group_ms
+            group = self._groups.get(gid)
+            if group is None:
+                name = enc.group_cf(gid)
+                # Creating a column family is durable on its own; after a crash an empty
+                # group may remain, which holds nothing and is expired like any other.
+                cf = self._db.create_column_family(name, self._rocksdb_opts)
+                handle = self._db.get_column_family_handle(name)
+                group = self._groups[gid] = _Group(gid, cf, handle)
+            seg = self._segments[sid] = _Segment(sid, group)
         return seg
 
     def _generation_for_write(self, gen: int) -> object:
@@ -545,7 +596,14 @@ class Batch:
             ranked.append(
                 (
                     (distance, not exact, record.event_time_ms, seq),
-                    Match(article_id, distance, exact, record.event_time_ms, record.cluster_id),
+                    Match(
+                        article_id,
+                        distance,
+                        exact,
+                        record.event_time_ms,
+                        record.cluster_id,
+                        record.sketch,
+                    ),
                 )
             )
         ranked.sort(key=lambda item: item[0])
@@ -565,6 +623,10 @@ class Batch:
             raise IndexStoreError(f"content_hash must be 16 bytes, got {len(record.content_hash)}")
         if not 0 <= record.simhash < 2**64:
             raise IndexStoreError(f"simhash must be an unsigned 64-bit int, got {record.simhash}")
+        if len(record.sketch) > enc.MAX_SKETCH_BYTES:
+            raise IndexStoreError(
+                f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {len(record.sketch)}"
+            )
         store = self._store
         event_time_ms = record.event_time_ms
         if event_time_ms > self._time_limit:
@@ -616,22 +678,23 @@ class Batch:
             seg = store._segment_for_write(sid)
             fps = all_fp[idx]
             seqs = np.array([self._rows[i][0] for i in idx], dtype=np.uint64)
+            handle = seg.group.handle
             for i in idx:
                 seq, article_id, _ = self._rows[i]
-                wb.put(enc.row_key(seq), article_id.encode(), seg.handle)
+                wb.put(enc.row_key(sid, seq), article_id.encode(), handle)
             if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
                 # Fold the segment's older blobs into this one: O(segment), read back from disk.
-                old = [enc.decode_blob(raw) for raw in seg.cf.get(seg.blobs)]
+                old = [enc.decode_blob(raw) for raw in seg.group.cf.get(seg.blobs)]
                 fps = np.concatenate([f for f, _ in old] + [fps])
                 seqs = np.concatenate([q for _, q in old] + [seqs])
                 for key in seg.blobs:
-                    wb.delete(key, seg.handle)
+                    wb.delete(key, handle)
                 merged[sid] = []
-            wb.put(enc.blob_key(commit_no), enc.encode_blob(fps, seqs), seg.handle)
+            wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
         for sid, seq in self._dead_rows:
             seg = store._segments.get(sid)
             if seg is not None:
-                wb.delete(enc.row_key(seq), seg.handle)
+                wb.delete(enc.row_key(sid, seq), seg.group.handle)
         for gen, article_id in self._dead_records:
             if gen in store._generations:
                 wb.delete(article_id.encode(), store._generations[gen][1])
@@ -655,7 +718,7 @@ class Batch:
             seg = store._segments[sid]
             if sid in merged:
                 seg.blobs = []
-            seg.blobs.append(enc.blob_key(commit_no))
+            seg.blobs.append(enc.blob_key(sid, commit_no))
             seg.rows += len(idx)
         idx = sorted(i for ids in by_segment.values() for i in ids)
         if idx:

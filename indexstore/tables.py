@@ -2,18 +2,21 @@
 
 Rows (segment, seq) live in growing numpy arrays. Each table is a list of runs of permuted
 fingerprints ordered by key, merged LSM-style, so an insert costs an amortized O(log n)
-sort work and a query a few `searchsorted` calls per run, vectorized over a whole batch;
-candidates are read from contiguous ranges, never gathered at random.
+sort work. Each run is bucketed by a prefix of the key (offsets of every bucket), so a probe
+is two array reads per run, vectorized over a whole batch and every key within the layout's
+probe radius; candidates are read from contiguous ranges, never gathered at random.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from indexstore.layout import Layout
+from indexstore.layout import FINGERPRINT_BITS, Layout, bucket_bits
 
 # A new run merges into the previous one while that one is at most this many times larger:
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
@@ -31,9 +34,12 @@ _EMPTY_U64 = np.empty(0, dtype=np.uint64)
 
 @dataclass(slots=True)
 class Run:
-    """One run: per table, permuted fingerprints ordered by key; row ids in table 0's order."""
+    """One run: per table, permuted fingerprints ordered by key and the start of every bucket
+    (the top `bits` bits of the key) among them; row ids in table 0's order."""
 
     perm: list[np.ndarray]
+    offsets: list[np.ndarray]
+    bits: list[int]
     rows: np.ndarray
 
     @property
@@ -102,27 +108,44 @@ class SearchTables:
         perm = []
         for t, table in enumerate(self.layout.tables):
             p = table.permute(fps)
-            # Ordering by the key alone is enough for range probes (and a radix sort).
+            # Ordering by the key alone is enough for bucket probes (and a radix sort).
             order = np.argsort(table.keys(p), kind="stable")
             perm.append(p[order])
             if t == 0:
                 rows = rows[order]
-        return Run(perm, rows)
+        return self._bucketed(perm, rows)
+
+    def _bucketed(self, perm: list[np.ndarray], rows: np.ndarray) -> Run:
+        offsets, bits = [], []
+        for table, p in zip(self.layout.tables, perm, strict=True):
+            b = bucket_bits(table.key_bits, len(p))
+            counts = np.bincount(_bucket(p, b).astype(np.intp), minlength=1 << b)
+            offsets.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
+            bits.append(b)
+        return Run(perm, offsets, bits, rows)
 
     def _merge(self, older: Run, newer: Run) -> Run:
         """Merge two runs table by table, releasing each old table once its successor exists,
-        so a merge of the largest runs needs one table's worth of extra memory, not all."""
+        so a merge of the largest runs needs one table's worth of extra memory, not all.
+
+        Both runs are ordered by key, so each newer entry's place is found by a binary search
+        in the older run (after its equal keys, as a stable sort would put it): O(n) moves and
+        no O(n) index array, unlike sorting the concatenation.
+        """
         perm: list[np.ndarray] = []
         rows = older.rows
         for t, table in enumerate(self.layout.tables):
-            p = np.concatenate((older.perm[t], newer.perm[t]))
-            older.perm[t] = newer.perm[t] = _EMPTY_U64
-            order = np.argsort(table.keys(p), kind="stable")
-            perm.append(p[order])
-            del p
+            low_bits = np.uint64((1 << table.key_shift) - 1)
+            # The largest value with each newer key: older entries up to it come first.
+            place = np.searchsorted(older.perm[t], newer.perm[t] | low_bits, side="right")
+            place += np.arange(len(place))
+            perm.append(_interleave(older.perm[t], newer.perm[t], place))
             if t == 0:
-                rows = np.concatenate((older.rows, newer.rows))[order]
-        return Run(perm, rows)
+                rows = _interleave(older.rows, newer.rows, place)
+            older.perm[t] = newer.perm[t] = _EMPTY_U64
+            older.offsets[t] = newer.offsets[t] = _EMPTY
+            del place
+        return self._bucketed(perm, rows)
 
     def drop_segments(self, segments: Iterable[int]) -> None:
         """Forget every row of these segments: marked now, removed by a later compaction."""
@@ -161,6 +184,7 @@ class SearchTables:
         arrays = [self.fp, self.seg, self.seq]
         for run in self.runs:
             arrays.extend(run.perm)
+            arrays.extend(run.offsets)
             arrays.append(run.rows)
         return sum(a.nbytes for a in arrays)
 
@@ -175,15 +199,18 @@ class SearchTables:
             return self._scan(queries)
         found_q, found_r, found_d = [], [], []
         first = self.layout.tables[0]
+        radius = self.layout.radius
         for t, table in enumerate(self.layout.tables):
             qp = table.permute(queries)
-            shift = np.uint64(table.key_shift)
-            low = (qp >> shift) << shift
-            high = low | np.uint64((1 << table.key_shift) - 1)
             for run in self.runs:
-                q, pos = _expand(run.perm[t], low, high)
-                if not len(q):
+                # Every bucket within the probe radius of the query's bucket: a key within
+                # the radius of the query's key has its bucket within it too.
+                masks = _masks(run.bits[t], radius)
+                buckets = (_bucket(qp, run.bits[t])[:, None] ^ masks[None, :]).ravel()
+                probe, pos = _ranges(run.offsets[t], buckets)
+                if not len(pos):
                     continue
+                q = probe // len(masks)
                 cand = run.perm[t][pos]
                 d = np.bitwise_count(cand ^ qp[q])
                 close = d <= self.k
@@ -191,11 +218,8 @@ class SearchTables:
                     continue
                 q, d = q[close], d[close].astype(np.int64)
                 fp0 = first.permute(table.unpermute(cand[close])) if t else cand[close]
-                # Back to row ids through table 0: same key range, equal fingerprint.
-                shift0 = np.uint64(first.key_shift)
-                low0 = (fp0 >> shift0) << shift0
-                high0 = low0 | np.uint64((1 << first.key_shift) - 1)
-                h, pos0 = _expand(run.perm[0], low0, high0)
+                # Back to row ids through table 0: same bucket, equal fingerprint.
+                h, pos0 = _ranges(run.offsets[0], _bucket(fp0, run.bits[0]))
                 same = run.perm[0][pos0] == fp0[h]
                 found_q.append(q[h[same]])
                 found_r.append(run.rows[pos0[same]].astype(np.int64))
@@ -228,20 +252,43 @@ class SearchTables:
         return Hits(q[alive], r[alive], d[alive])
 
 
-def _expand(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(probe index, position) for every position whose value lies in its probe's [low, high]."""
-    # Probing in ascending order keeps the binary searches' paths in cache.
-    order = np.argsort(low)
-    lo = np.empty(len(low), dtype=np.int64)
-    hi = np.empty(len(low), dtype=np.int64)
-    lo[order] = np.searchsorted(values, low[order], side="left")
-    hi[order] = np.searchsorted(values, high[order], side="right")
-    counts = hi - lo
+def _interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:
+    """`older` and `newer` in one array, newer[i] at place[i] (ascending), older in the gaps."""
+    out = np.empty(len(older) + len(newer), dtype=older.dtype)
+    gaps = np.ones(len(out), dtype=bool)
+    gaps[place] = False
+    out[place] = newer
+    out[gaps] = older
+    return out
+
+
+def _bucket(permuted: np.ndarray, bits: int) -> np.ndarray:
+    """The top `bits` bits of permuted fingerprints (a shift by 64 is undefined in numpy)."""
+    if not bits:
+        return np.zeros(len(permuted), dtype=np.uint64)
+    return permuted >> np.uint64(FINGERPRINT_BITS - bits)
+
+
+@functools.lru_cache(maxsize=256)
+def _masks(bits: int, radius: int) -> np.ndarray:
+    """Every value of `bits` bits with at most `radius` bits set (XOR masks of the probes)."""
+    masks = [0]
+    for weight in range(1, min(radius, bits) + 1):
+        for chosen in itertools.combinations(range(bits), weight):
+            masks.append(sum(1 << b for b in chosen))
+    return np.array(masks, dtype=np.uint64)
+
+
+def _ranges(offsets: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(probe index, position) for every position in each probe's bucket."""
+    index = buckets.astype(np.intp)
+    lo = offsets[index]
+    counts = offsets[index + 1] - lo
     total = int(counts.sum())
     if not total:
         return _EMPTY, _EMPTY
-    q = np.repeat(np.arange(len(low), dtype=np.int64), counts)
+    q = np.repeat(np.arange(len(index), dtype=np.int64), counts)
     # Position of each candidate: its range start plus its offset inside the range.
-    offsets = np.cumsum(counts) - counts
-    pos = np.repeat(lo - offsets, counts) + np.arange(total)
+    before = np.cumsum(counts) - counts
+    pos = np.repeat(lo - before, counts) + np.arange(total)
     return q, pos

@@ -174,12 +174,15 @@ def read_all(
     settle: float = 3.0,
     read_committed: bool = True,
     service: ServiceProcess | None = None,
+    client: dict[str, str] | None = None,
 ) -> list[Record]:
     """Read `topic` from the start until at least `expected` records arrived and nothing new
     came for `settle` seconds (so extra, doubled records are seen too). With `service`, fail
-    at once when that process has exited instead of waiting out the timeout."""
+    at once when that process has exited instead of waiting out the timeout. `client` adds
+    librdkafka settings (security)."""
     consumer = Consumer(
         {
+            **(client or {}),
             "bootstrap.servers": bootstrap,
             "group.id": f"reader-{uuid.uuid4()}",
             "auto.offset.reset": "earliest",

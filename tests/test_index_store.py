@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import rocksdict
 
 from indexstore import (
     ArticleRecord,
@@ -180,4 +183,71 @@ def test_blobs_are_merged_and_reopen_is_exact(tmp_path: Path) -> None:
         batch = store.begin()
         for i in range(80):
             assert batch.search(i << 8, b"x" * 16, NOW).matches[0].article_id == f"a{i}"
+        batch.abort()
+
+
+def test_sketch_is_stored_and_handed_back_with_matches(tmp_path: Path) -> None:
+    sketch = bytes(range(96))
+    with open_store(tmp_path) as store:
+        batch = store.begin()
+        batch.put(dataclasses.replace(rec("a", 0b1010, NOW), sketch=sketch))
+        batch.put(rec("b", 0b1011, NOW))
+        assert batch.lookup("a").sketch == sketch
+        found = batch.search(0b1010, b"y" * 16, NOW, limit=5).matches
+        assert [(m.article_id, m.sketch) for m in found] == [("a", sketch), ("b", b"")]
+        batch.commit()
+        assert store.get("a").sketch == sketch
+        with pytest.raises(IndexStoreError, match="sketch must be at most"):
+            store.begin().put(dataclasses.replace(rec("c", 0, NOW), sketch=b"s" * 65_536))
+    with open_store(tmp_path) as store:
+        assert store.get("a") == dataclasses.replace(rec("a", 0b1010, NOW), sketch=sketch)
+        batch = store.begin()
+        batch.prefetch([(0b1010, b"y" * 16, NOW)])
+        found = batch.search(0b1010, b"y" * 16, NOW, limit=5).matches
+        assert [(m.article_id, m.sketch) for m in found] == [("a", sketch), ("b", b"")]
+        batch.abort()
+
+
+def spread(i: int) -> int:
+    """Fingerprints far apart from each other (Fibonacci hashing)."""
+    return i * 0x9E3779B97F4A7C15 % 2**64
+
+
+def test_older_formats_are_refused(tmp_path: Path) -> None:
+    open_store(tmp_path).close()
+    opts = rocksdict.Options(raw_mode=True)
+    names = [n for n in rocksdict.Rdict.list_cf(str(tmp_path)) if n != "default"]
+    for fmt in (1, 2, 99):
+        db = rocksdict.Rdict(str(tmp_path), opts, column_families={n: opts for n in names})
+        db[b"meta"] = json.dumps({**json.loads(db[b"meta"]), "format": fmt}).encode()
+        db.close()
+        with pytest.raises(IndexFormatError, match=f"index format {fmt} is not supported"):
+            open_store(tmp_path)
+        with pytest.raises(IndexFormatError, match="rebuild the index"):
+            IndexStore.open(tmp_path, read_only=True)
+
+
+def test_segments_share_a_column_family_per_group(tmp_path: Path) -> None:
+    # 12 h window of 1 h segments: groups of 3 segments, 4 per window.
+    options = IndexOptions(segment_ms=HOUR, retention_ms=12 * HOUR, memory_bytes=8 << 20)
+    first = NOW // HOUR - 20
+    with open_store(tmp_path, options) as store:
+        for h in range(21):
+            with store.begin() as batch:
+                batch.put(rec(f"a{h}", spread(h), (first + h) * HOUR))
+        expected = sorted({(first + h) // 3 for h in range(21)})
+        groups = [n for n in rocksdict.Rdict.list_cf(str(tmp_path)) if n.startswith("group.")]
+        assert sorted(int(n.split(".")[1]) for n in groups) == expected
+        # Watermark NOW, window 12 h: segments first..first+7 go (8 of them); whole groups
+        # are dropped, the segments of a group still partly live are range-deleted.
+        assert store.expire() == [first + h for h in range(8)]
+        assert store.stats().articles == 13
+        live = {n for n in rocksdict.Rdict.list_cf(str(tmp_path)) if n.startswith("group.")}
+        assert live == {f"group.{g}" for g in expected if (g + 1) * 3 > first + 8}
+    with open_store(tmp_path, options) as store:
+        assert [s.segment_id for s in store.stats().segments] == [first + h for h in range(8, 21)]
+        batch = store.begin()
+        for h in range(21):
+            found = batch.search(spread(h), b"x" * 16, NOW).matches
+            assert [m.article_id for m in found] == ([f"a{h}"] if h >= 8 else [])
         batch.abort()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import hypothesis.strategies as st
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
-from indexstore.layout import choose_layout, pigeonhole_layout
+from indexstore.layout import Layout, choose_layout, pigeonhole_layout, probe_radius
 from indexstore.tables import SearchTables
 
 
@@ -27,8 +29,51 @@ def brute(fps: np.ndarray, segs: np.ndarray, dropped: set[int], q: int, k: int) 
 def test_tables_equal_brute_force(
     k: int, blocks_extra: int, seed: int, batches: list[int], drops: list[int]
 ) -> None:
-    rng = np.random.default_rng(seed)
     layout = pigeonhole_layout(k, k + 1 + blocks_extra, 10**6) if k < 8 else choose_layout(k, 10)
+    check_against_brute_force(layout, seed, batches, drops)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    k=st.integers(0, 10),
+    blocks=st.integers(1, 8),
+    kept=st.integers(1, 8),
+    seed=st.integers(0, 2**32 - 1),
+    batches=st.lists(st.integers(1, 300), min_size=1, max_size=12),
+    drops=st.lists(st.integers(0, 7), max_size=4),
+)
+def test_tables_probed_within_a_radius_equal_brute_force(
+    k: int, blocks: int, kept: int, seed: int, batches: list[int], drops: list[int]
+) -> None:
+    # Fewer kept blocks than b - k: keys are probed within probe_radius (multi-index hashing
+    # when kept = 1); the radius comes from the pigeonhole argument, so misses would show here.
+    assume(kept <= blocks and probe_radius(k, blocks, kept) <= 3)
+    assume(math.comb(blocks, kept) <= 30)
+    layout = pigeonhole_layout(k, blocks, 10**6, kept)
+    check_against_brute_force(layout, seed, batches, drops)
+
+
+def test_large_k_at_a_million_uses_tables_not_a_scan() -> None:
+    for k in (8, 10):
+        layout = choose_layout(k, 10**6)
+        assert layout.blocks and layout.radius > 0, layout.describe()
+
+
+def test_probe_radius_is_tight() -> None:
+    # b = 4, k = 10, one kept block: the closest block of a neighbour differs in <= 2 bits,
+    # and 3 bits in every block (12 > 10) cannot happen; 2 each is possible (8 <= 10).
+    assert probe_radius(10, 4, 1) == 2
+    assert probe_radius(3, 4, 1) == 0 and probe_radius(3, 5, 2) == 0
+    assert probe_radius(6, 4, 2) == 2  # 2, 2, 1, 1 bits: the two closest blocks differ in 2
+    # Manku's layouts probe the key alone.
+    assert all(probe_radius(k, b, b - k) == 0 for k in range(11) for b in range(k + 1, k + 6))
+
+
+def check_against_brute_force(
+    layout: Layout, seed: int, batches: list[int], drops: list[int]
+) -> None:
+    k = layout.max_distance
+    rng = np.random.default_rng(seed)
     tables = SearchTables(layout)
     centres = rng.integers(0, 2**64, size=4, dtype=np.uint64)
     all_fp, all_seg = [], []

@@ -31,8 +31,10 @@ class IndexBenchResult:
     n: int
     k: int
     layout: str
+    hours: int  # event time the loaded articles span (72 = the window)
     load_seconds: float
     load_per_second: float
+    load_ms_per_segment: float  # load time per 1 h segment of event time
     ops: int
     batch: int
     ops_per_second: float  # check + insert, commits included, wall clock
@@ -64,6 +66,13 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=1000, help="articles per batch (default 1000)")
     p.add_argument("--verify", type=int, default=300, help="queries checked by brute force")
     p.add_argument("--dir", help="index directory (default: a temporary one, removed after)")
+    p.add_argument(
+        "--hours",
+        type=int,
+        default=72,
+        help="event time the loaded articles span (default 72 = the window); longer spans "
+        "replay history: segments are created and expired after every batch, as in a replay",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
@@ -75,8 +84,8 @@ def _record(i: int, simhash: int, t: int) -> ArticleRecord:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.n < 1 or args.ops < 1 or args.batch < 1 or not 0 <= args.k <= 10:
-        raise InputError("need --n, --ops, --batch >= 1 and 0 <= --k <= 10")
+    if args.n < 1 or args.ops < 1 or args.batch < 1 or not 0 <= args.k <= 10 or args.hours < 1:
+        raise InputError("need --n, --ops, --batch, --hours >= 1 and 0 <= --k <= 10")
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-index-"))
     try:
         result = _bench(args, workdir)
@@ -96,19 +105,21 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
     rng = np.random.default_rng(args.seed)
     n, k, ops, bsize = args.n, args.k, args.ops, args.batch
     retention = 72 * HOUR_MS
-    options = IndexOptions(max_distance=k, retention_ms=retention, expected_articles=n)
-    clock_ms = START_MS + retention + HOUR_MS
+    span = args.hours * HOUR_MS
+    live = n * retention // max(span, retention)  # articles in the window at the end
+    options = IndexOptions(max_distance=k, retention_ms=retention, expected_articles=live)
+    clock_ms = START_MS + span + HOUR_MS
     total = n + ops
     fps = rng.integers(0, 2**64, size=total, dtype=np.uint64)
     # Loaded articles spread evenly over the window, in event-time order like a real feed;
     # the measured ones continue after them.
-    times = START_MS + (np.arange(total, dtype=np.int64) * retention) // n
+    times = START_MS + (np.arange(total, dtype=np.int64) * span) // n
 
     # Planted near-duplicates: a third of the measured queries copy a loaded fingerprint with
     # d random bits flipped, d cycling through 0..k+2 (so some lie just beyond k).
     planted = np.arange(n, total)[rng.random(ops) < 1 / 3]
     distances = np.arange(len(planted)) % (k + 3)
-    sources = rng.integers(max(0, n - n // 2), n, size=len(planted))
+    sources = rng.integers(max(0, n - live // 2), n, size=len(planted))
     for row, src, d in zip(planted.tolist(), sources.tolist(), distances.tolist(), strict=True):
         bits = rng.choice(64, size=d, replace=False)
         mask = sum(1 << int(b) for b in bits)
@@ -124,9 +135,13 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
             # Python ints only per batch: lists of all N would dwarf the index in RSS.
             fp_list, time_list = fps[lo:hi].tolist(), times[lo:hi].tolist()
             batch = store.begin()
+            # As the service does: one multi-get for the batch's ids, not one get per put.
+            batch.prefetch_records([f"a{i}" for i in range(lo, hi)])
             for i in range(lo, hi):
                 batch.put(_record(i, fp_list[i - lo], time_list[i - lo]))
             batch.commit()
+            if span > retention:
+                store.expire()
             progress.advance(min(n, lo + 10_000) - lo)
     load_seconds = time.perf_counter() - started
 
@@ -186,8 +201,10 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
         n=n,
         k=k,
         layout=layout,
+        hours=args.hours,
         load_seconds=load_seconds,
         load_per_second=n / load_seconds,
+        load_ms_per_segment=load_seconds * 1000 / args.hours,
         ops=ops,
         batch=bsize,
         ops_per_second=ops / measure_seconds,

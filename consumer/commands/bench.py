@@ -10,6 +10,7 @@ BENCH_MODULES = (
     "fingerprint",
     "index",
     "pipeline",
+    "scaleout",
 )
 
 

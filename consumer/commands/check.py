@@ -20,6 +20,7 @@ from pathlib import Path
 from consumer.analysis import Analyzer
 from consumer.config import load_config
 from consumer.corpus import open_bytes
+from consumer.deciding import match_rules
 from consumer.decisions import Decision, Source
 from consumer.pipeline import Message, Pipeline, Rejection, wall_clock_ms
 from consumer.progress import Progress
@@ -67,7 +68,7 @@ def run_check(args: argparse.Namespace) -> int:
         store = stack.enter_context(open_index(config.index, args.state or f"{scratch}/state"))
         analyzer = stack.enter_context(Analyzer(config.input, config.fingerprint, workers))
         progress = stack.enter_context(Progress("check", unit="articles"))
-        pipeline = Pipeline(store, analyzer)
+        pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
         for messages in _batches(args.input):
             decided = pipeline.decide(messages)
             # The index first, as in the service: a rerun with the same --state re-emits the

@@ -1,4 +1,5 @@
-"""`newsdedup index stats|get|expire --state DIR`: inspect and expire the index on disk."""
+"""`newsdedup index stats|get|expire --state DIR`: inspect and expire the index on disk;
+`newsdedup index rebuild`: restore the decide role's indexes from the changelog."""
 
 from __future__ import annotations
 
@@ -48,6 +49,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     expire.set_defaults(handler=run_expire)
 
+    rebuild = sub.add_parser(
+        "rebuild",
+        help="restore the decide role's indexes from the changelog topic",
+        description="What `run --role decide` does before it owns a partition: replay the "
+        "changelog partition into <state>/partition-N/, from the position the local indexes "
+        "already cover (an empty directory: from the start). Needs the partition's indexes "
+        "to itself: run it where no decide instance owns them.",
+    )
+    rebuild.add_argument("--config", metavar="FILE", help="configuration file (TOML)")
+    rebuild.add_argument(
+        "--state", metavar="DIR", help="where the indexes go (default: [index] path)"
+    )
+    rebuild.add_argument(
+        "--partition",
+        type=int,
+        action="append",
+        metavar="N",
+        help="a changelog partition (repeat for several; default: all)",
+    )
+    rebuild.set_defaults(handler=run_rebuild)
+
 
 def _state(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", metavar="DIR", required=True, help="the index directory")
@@ -87,6 +109,7 @@ def run_get(args: argparse.Namespace) -> int:
     doc["content_hash"] = record.content_hash.hex()
     doc["event_time"] = format_time_ms(record.event_time_ms)
     doc["payload"] = record.payload.decode("utf-8", errors="backslashreplace")
+    doc["sketch"] = record.sketch.hex()
     print(json.dumps(doc, ensure_ascii=False, indent=2))
     return 0
 
@@ -101,4 +124,36 @@ def run_expire(args: argparse.Namespace) -> int:
     with IndexStore.open(args.state, options) as store:
         dropped = store.expire(before)
     print(f"dropped {len(dropped)} segments" + (f": {dropped}" if dropped else ""))
+    return 0
+
+
+def run_rebuild(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    from consumer.changelog import restore_partition
+    from consumer.config import load_config
+    from consumer.kafka_clients import admin_config, consumer_config, topic_partitions
+    from consumer.roles.domains import DomainStores
+
+    config = load_config(args.config)
+    topic = config.scaleout.changelog_topic
+    count = topic_partitions(AdminClient(admin_config(config.kafka)), topic)
+    if count is None:
+        raise InputError(f"the changelog topic {topic!r} does not exist")
+    partitions = args.partition if args.partition else list(range(count))
+    with DomainStores(config.index, args.state) as stores:
+        for partition in partitions:
+
+            def progress(p: int, read: int, left: int) -> None:
+                print(f"\rpartition {p}: {read:,} read, {left:,} left", end="", file=sys.stderr)
+
+            result = restore_partition(
+                consumer_config(config.kafka), topic, partition, stores, progress
+            )
+            print(file=sys.stderr)
+            print(
+                f"partition {partition}: {result.read:,} records from offset "
+                f"{result.start_offset:,}, {result.applied:,} applied, "
+                f"{result.seconds:.1f} s ({result.per_second:,.0f}/s)"
+            )
     return 0

@@ -13,7 +13,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from consumer.config import load_config
 from consumer.corpus import open_bytes
 from consumer.errors import NewsdedupError
-from consumer.kafka_clients import common_config, topic_partitions
+from consumer.kafka_clients import (
+    RefusalWatch,
+    check_client_settings,
+    common_config,
+    topic_partitions,
+)
 from consumer.progress import Progress
 
 
@@ -41,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_produce(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     kafka = config.kafka
+    check_client_settings(kafka)
     settings = common_config(kafka)
     if args.bootstrap_servers:
         settings["bootstrap.servers"] = args.bootstrap_servers
@@ -106,9 +112,10 @@ def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes, on
 
 
 def _ensure_topic(settings: dict, args: argparse.Namespace) -> None:
-    admin = AdminClient(settings)
+    watch = RefusalWatch()
+    admin = AdminClient({**settings, "error_cb": watch})
     try:
-        exists = topic_partitions(admin, args.topic, timeout=15.0) is not None
+        exists = topic_partitions(admin, args.topic, timeout=15.0, check=watch.check) is not None
     except KafkaException as e:
         raise NewsdedupError(
             f"cannot reach Kafka at {settings['bootstrap.servers']}: {e.args[0].str()}"

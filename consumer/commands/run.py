@@ -17,14 +17,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "from --config FILE and NEWSDEDUP_<SECTION>_<KEY> variables (see README).",
     )
     p.add_argument("--config", metavar="FILE", help="configuration file (TOML)")
+    p.add_argument(
+        "--role",
+        choices=("all", "fingerprint", "decide"),
+        default="all",
+        help="all (default): the whole pipeline in this process; fingerprint: feed → internal "
+        "topic, stateless; decide: internal topic → decisions, one writer per domain "
+        '(README, "Scale-out")',
+    )
     p.set_defaults(handler=run_service)
 
 
 def run_service(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     setup_logging(config.log.level, config.log.format)
-    from consumer.service import Service  # after logging is set up; imports librdkafka
+    # After logging is set up: these import librdkafka.
+    from consumer.kafka_clients import check_client_settings
 
+    if args.role == "fingerprint":
+        from consumer.roles.fingerprint import FingerprintService as Service
+    elif args.role == "decide":
+        from consumer.roles.decide import DecideService as Service
+    else:
+        from consumer.service import Service
+
+    check_client_settings(config.kafka)
     service = Service(config)
 
     def stop(signum: int, _frame: object) -> None:

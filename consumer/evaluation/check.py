@@ -1,9 +1,11 @@
 """Runs newsdedup itself on the feed, through its public `check` command only.
 
-The contract used (DESIGN.md): `check IN.jsonl -o OUT.jsonl --state DIR [--config FILE]` writes
-one decision JSON line per input line, in input order, with at least `id`, `decision` and
-`matched_id`. Going through the command keeps the evaluation independent of the internals and
-measures what a user gets, start-up included.
+The contract used (DESIGN.md): `check IN.jsonl -o OUT.jsonl --state DIR --dlq DLQ.jsonl
+[--config FILE]` writes one decision JSON line per input line, in input order, with at least
+`id`, `decision` and `matched_id`, except for lines it rejects (no text to fingerprint, say),
+which it reports in DLQ.jsonl by `line` number instead. A rejected article is decided nothing:
+it counts as not flagged. Going through the command keeps the evaluation independent of the
+internals and measures what a user gets, start-up included.
 """
 
 from __future__ import annotations
@@ -52,19 +54,31 @@ def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[
     return tuple(decisions)
 
 
+def _rejected_lines(path: Path) -> set[int]:
+    if not path.exists():
+        return set()
+    with path.open(encoding="utf-8") as f:
+        return {int(json.loads(line)["line"]) for line in f if line.strip()}
+
+
 def run_check(articles: Sequence[Article], config: Path | None = None) -> Run:
     """newsdedup's decisions on `articles`, from a fresh state directory; never raises for a
     failing command, so the baselines are still reported: the run carries the error instead."""
     with tempfile.TemporaryDirectory(prefix="newsdedup-eval-") as tmp:
-        feed_path, out_path, state = (
+        feed_path, out_path, dlq_path, state = (
             Path(tmp, "feed.jsonl"),
             Path(tmp, "out.jsonl"),
+            Path(tmp, "dlq.jsonl"),
             Path(tmp, "state"),
         )
         with feed_path.open("w", encoding="utf-8") as f:
             for article in articles:
                 f.write(json.dumps(article.to_message(), ensure_ascii=False) + "\n")
-        command = [*CHECK_COMMAND, str(feed_path), "-o", str(out_path), "--state", str(state)]
+        command = [
+            *CHECK_COMMAND,
+            str(feed_path),
+            *("-o", str(out_path), "--state", str(state), "--dlq", str(dlq_path)),
+        ]
         if config is not None:
             command += ["--config", str(config)]
         started = time.perf_counter()
@@ -75,7 +89,17 @@ def run_check(articles: Sequence[Article], config: Path | None = None) -> Run:
             return Run("newsdedup", (), seconds, f"check exited {done.returncode}: {tail}")
         try:
             lines = out_path.read_text(encoding="utf-8").splitlines()
-            decisions = parse_decisions([ln for ln in lines if ln.strip()], articles)
-        except (OSError, ContractError) as e:
+            rejected = _rejected_lines(dlq_path)
+            decided = iter(
+                parse_decisions(
+                    [ln for ln in lines if ln.strip()],
+                    [a for n, a in enumerate(articles, 1) if n not in rejected],
+                )
+            )
+            decisions = tuple(
+                Decision(a.id, DecisionKind.UNIQUE) if n in rejected else next(decided)
+                for n, a in enumerate(articles, 1)
+            )
+        except (OSError, ValueError, KeyError, ContractError) as e:
             return Run("newsdedup", (), seconds, f"check output unusable: {e}")
     return Run("newsdedup", decisions, seconds)

@@ -1,0 +1,160 @@
+"""Rebuilding a partition's domain indexes from its changelog partition, before deciding.
+
+Every decided article's current record is on the changelog (key domain + id, compacted), so
+replaying a partition in offset order leaves each domain's index with the same live records,
+in the same relative order (compaction keeps a key's last record at its own offset), as the
+writer that produced it. Replay starts at the lowest position the local stores already cover
+(0 when the state directory is gone), skips records a store already holds identically, and
+reads up to the end visible to a read_committed consumer: aborted records are never applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from consumer.logs import log_event
+from consumer.roles.domains import CHANGELOG_POSITION, DomainStores, changelog_position
+from consumer.roles.wire import decode_change
+from indexstore import ArticleRecord
+
+log = logging.getLogger(__name__)
+
+# Records per index WriteBatch: the batch's fixed costs (multi-get, write, table append) fall
+# per record up to about this size; beyond it the batch's own dicts grow slower to use.
+_CHUNK = 50_000
+_PROGRESS_LOG_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    partition: int
+    start_offset: int
+    end_offset: int
+    read: int  # records read from the changelog
+    applied: int  # of which written to an index (the rest were already there)
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.read / self.seconds if self.seconds > 0 else 0.0
+
+
+# (partition, records read so far, records left to read) after every chunk
+Progress = Callable[[int, int, int], None]
+
+
+def restore_config(base: dict) -> dict:
+    """A plain reader of the changelog: no group, read_committed, told when it reaches the end."""
+    settings = {k: v for k, v in base.items() if k not in ("group.id", "statistics.interval.ms")}
+    settings.update(
+        {
+            "group.id": "newsdedup-restore",  # required by librdkafka; never joined or committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 52_428_800,
+        }
+    )
+    return settings
+
+
+def restore_partition(
+    consumer_settings: dict,
+    topic: str,
+    partition: int,
+    stores: DomainStores,
+    progress: Progress | None = None,
+) -> RestoreResult:
+    """Bring every domain index of `partition` up to the end of its changelog partition."""
+    t0 = time.perf_counter()
+    local = dict(stores.open_partition(partition))  # as it was before the restore
+    positions = {domain: changelog_position(s) for domain, s in local.items()}
+    # Domains whose index held nothing when the restore began: nothing to compare against.
+    empty = {domain for domain, s in local.items() if s.watermark_ms() is None}
+    start = min(positions.values(), default=0)
+    consumer = Consumer(restore_config(consumer_settings))
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=30.0, cached=False
+        )
+        start = max(start, low)
+        first = start if start > 0 else OFFSET_BEGINNING
+        consumer.assign([TopicPartition(topic, partition, first)])
+        read = applied = 0
+        last_log = time.monotonic()
+        next_offset = start
+        while next_offset < high:
+            messages = consumer.consume(_CHUNK, 0.2)
+            chunk: dict[str, list[tuple[int, ArticleRecord]]] = {}
+            at_end = False
+            for m in messages:
+                error = m.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        at_end = True
+                        continue
+                    raise KafkaException(error)
+                domain, record = decode_change(m.key(), m.value())
+                chunk.setdefault(domain, []).append((m.offset(), record))
+                next_offset = m.offset() + 1
+                read += 1
+            for domain, changes in chunk.items():
+                fresh = domain in empty or domain not in local
+                applied += _apply(stores, partition, domain, changes, positions, fresh)
+            if progress is not None:
+                progress(partition, read, max(0, high - next_offset))
+            if time.monotonic() - last_log >= _PROGRESS_LOG_S:
+                last_log = time.monotonic()
+                log_event(
+                    log,
+                    logging.INFO,
+                    "restoring from the changelog",
+                    partition=partition,
+                    read=read,
+                    left=max(0, high - next_offset),
+                )
+            if at_end:
+                # read_committed ends at the last stable offset; transaction markers and
+                # aborted records between it and `high` are never delivered.
+                break
+    finally:
+        consumer.close()
+    for store in stores.stores(partition).values():
+        store.expire()
+    return RestoreResult(partition, start, high, read, applied, time.perf_counter() - t0)
+
+
+def _apply(
+    stores: DomainStores,
+    partition: int,
+    domain: str,
+    changes: list[tuple[int, ArticleRecord]],
+    positions: dict[str, int],
+    fresh: bool,
+) -> int:
+    """Write one domain's share of a chunk in one index batch; returns the records written."""
+    store = stores.store(partition, domain)
+    covered = positions.get(domain, 0)
+    todo = [(o, r) for o, r in changes if o >= covered]
+    if not todo:
+        return 0
+    applied = 0
+    with store.begin() as batch:
+        batch.prefetch_records([r.article_id for _, r in todo])
+        if fresh:
+            # The index held none of them: no comparison needed (put replaces updates).
+            for _, record in todo:
+                batch.put(record)
+            applied = len(todo)
+        else:
+            for _, record in todo:
+                if batch.lookup(record.article_id) != record:
+                    batch.put(record)
+                    applied += 1
+        batch.set_position(CHANGELOG_POSITION, todo[-1][0] + 1)
+    return applied

@@ -1,0 +1,1 @@
+"""The split roles of `newsdedup run --role fingerprint|decide` and what they share."""

@@ -1,0 +1,189 @@
+"""What the two split roles share: their derived Kafka settings, their topics, their start-up.
+
+A role is the single-process Service with another input or output: the fingerprint role
+reads the feed and writes the internal topic, the decide role reads the internal topic and
+writes decisions. Each has a consumer group of its own, so the group spreads the feed's
+partitions over fingerprint instances and the internal partitions over decide instances.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+from contextlib import AbstractContextManager
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from consumer.checkpoint import Checkpoint
+from consumer.config import Config, parse_duration_ms
+from consumer.health import HealthServer
+from consumer.kafka_clients import (
+    TopicError,
+    admin_config,
+    consumer_config,
+    ensure_output_topics,
+    producer_config,
+    topic_partitions,
+)
+from consumer.logs import log_event
+from consumer.metrics import Metrics
+from consumer.service import Service
+
+log = logging.getLogger("newsdedup.roles")
+
+ROLES = ("all", "fingerprint", "decide")
+# The changelog keeps whole days beyond the window: a restore must find every record that can
+# still be searched, and deletion by time is per log segment, so it lags retention.ms anyway.
+_CHANGELOG_EXTRA_RETENTION_MS = 86_400_000
+_DECIDE_MAX_POLL_INTERVAL_MS = "86400000"  # librdkafka's largest value: 24 h
+
+
+def role_config(config: Config, role: str) -> Config:
+    """The [kafka] settings a role's own Service sees: its group, its input or output topic and
+    a transactional.id of its own (two instances sharing one would fence each other)."""
+    kafka, so = config.kafka, config.scaleout
+    instance = so.instance_id or socket.gethostname()
+    base = kafka.transactional_id or kafka.group_id
+    changes: dict[str, object] = {
+        "group_id": f"{kafka.group_id}-{role}",
+        "transactional_id": f"{base}-{role}-{instance}",
+    }
+    client = dict(kafka.client)
+    if role == "fingerprint":
+        changes["output_topic"] = so.internal_topic
+    else:
+        changes["input_topic"] = so.internal_topic
+        # A restore runs inside the assignment callback, where librdkafka counts the time
+        # since the last poll: a long one would otherwise be taken for a hung member and
+        # trigger a rebalance, which restarts the restore. Hangs are caught by /healthz.
+        client.setdefault("max.poll.interval.ms", _DECIDE_MAX_POLL_INTERVAL_MS)
+    return dataclasses.replace(config, kafka=dataclasses.replace(kafka, client=client, **changes))
+
+
+def ensure_scaleout_topics(admin: AdminClient, config: Config) -> int:
+    """Create the internal and changelog topics when missing; returns their partition count,
+    which must be the same for both (a domain's changelog partition is its internal one)."""
+    so, kafka = config.scaleout, config.kafka
+    retention = parse_duration_ms(config.index.retention) + _CHANGELOG_EXTRA_RETENTION_MS
+    wanted = {
+        so.internal_topic: {},
+        so.changelog_topic: {
+            "cleanup.policy": "compact,delete",
+            "retention.ms": str(retention),
+        },
+    }
+    missing = [t for t in wanted if topic_partitions(admin, t) is None]
+    if missing:
+        futures = admin.create_topics(
+            [
+                NewTopic(t, so.partitions, kafka.create_replication_factor, config=wanted[t])
+                for t in missing
+            ],
+            request_timeout=15.0,
+        )
+        for topic, future in futures.items():
+            try:
+                future.result()
+                log_event(log, logging.INFO, "topic created", topic=topic, partitions=so.partitions)
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise TopicError(f"cannot create topic {topic!r}: {e.args[0].str()}") from None
+    counts = {t: topic_partitions(admin, t) for t in wanted}
+    if len(set(counts.values())) != 1:
+        raise TopicError(
+            f"the internal and changelog topics must have the same partitions, found {counts}: "
+            "a domain's changelog partition is its internal partition"
+        )
+    return counts[so.internal_topic] or 0
+
+
+class RoleService(Service):
+    """A Service whose resources and topics are a role's; the loop, the batch protocol,
+    retries and callbacks are the Service's own."""
+
+    role = ""
+
+    def __init__(self, config: Config, metrics: Metrics | None = None) -> None:
+        super().__init__(role_config(config, self.role), metrics)
+        self.full_config = config
+        self.scaleout_partitions = 0
+
+    def resources(self) -> AbstractContextManager:
+        raise NotImplementedError
+
+    def make_stage(self) -> object:
+        """The object the loop calls `decide(messages)` on."""
+        raise NotImplementedError
+
+    def make_checkpoint(self, consumer: Consumer) -> Checkpoint:
+        raise NotImplementedError
+
+    def run(self) -> int:
+        self.http = HealthServer(self.config.metrics.listen, self.health, self.metrics).start()
+        kafka = self.config.kafka
+        log_event(
+            log,
+            logging.INFO,
+            "starting",
+            role=self.role,
+            delivery=kafka.delivery,
+            input=kafka.input_topic,
+            output=kafka.output_topic,
+            group=kafka.group_id,
+            listen=self.config.metrics.listen,
+        )
+        try:
+            with self.resources():
+                self._serve_role()
+        except Exception as e:
+            log_event(log, logging.ERROR, "stopping on error", error=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            self.http.stop()
+        log_event(log, logging.INFO, "stopped", role=self.role)
+        return 0
+
+    def _serve_role(self) -> None:
+        kafka = self.config.kafka
+        admin = AdminClient({**admin_config(kafka), "error_cb": self._on_error})
+        partitions = self._wait_for_input_topic(admin)
+        if partitions is None:
+            return
+        self._input_partitions = partitions
+        self.scaleout_partitions = ensure_scaleout_topics(admin, self.full_config)
+        ensure_output_topics(admin, kafka, partitions)
+        consumer = Consumer(
+            {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
+        )
+        checkpoint = None
+        try:
+            checkpoint = self.make_checkpoint(consumer)
+            consumer.subscribe(
+                [kafka.input_topic],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            self._loop(consumer, self.make_stage(), checkpoint, None)
+        finally:
+            self.health.assigned = 0
+            consumer.close()
+            if checkpoint is not None:
+                checkpoint.close()
+
+    def make_producer(self) -> Producer:
+        return Producer({**producer_config(self.config.kafka), "error_cb": self._on_producer_error})
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Unlike `all`, a role instance owning part of the partitions is the point.
+        self.health.assigned = len(partitions)
+        self.metrics.assigned_partitions.set(len(partitions))
+        log_event(
+            log,
+            logging.INFO,
+            "partitions assigned",
+            role=self.role,
+            partitions=sorted(p.partition for p in partitions),
+        )

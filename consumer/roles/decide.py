@@ -1,0 +1,273 @@
+"""`newsdedup run --role decide`: internal topic → check + insert → decisions and changelog.
+
+Each internal partition carries whole dedup domains, and the consumer group gives a partition
+to one instance at a time, so every domain has exactly one writer, which sees all of the
+domain's articles in one order. Before an instance decides anything from a partition it was
+just given, it brings that partition's indexes up to the end of the changelog (changelog.py);
+/readyz answers 503 meanwhile.
+
+The commit protocol is checkpoint.py's, with the changelog as one more output: index batch →
+decisions + changelog records (one transaction under exactly_once; flushed before the offsets
+under at_least_once) → input offsets. Every decided article, also one answered again from the
+article table, writes its current record to the changelog, so an offset is never committed
+for an article whose record is missing there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Message as KafkaMessage
+
+from consumer.changelog import restore_partition
+from consumer.checkpoint import Checkpoint
+from consumer.config import Config
+from consumer.deciding import DEFAULT_RULES, MatchRules, decide, match_rules
+from consumer.decisions import Decision
+from consumer.kafka_clients import consumer_config
+from consumer.logs import log_event
+from consumer.metrics import Metrics
+from consumer.pipeline import Message, wall_clock_ms
+from consumer.roles.common import RoleService
+from consumer.roles.domains import CHANGELOG_POSITION, DomainStores
+from consumer.roles.wire import WireError, change_key, decode_fingerprinted, encode_change
+from indexstore import Batch
+
+log = logging.getLogger("newsdedup.roles.decide")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    partition: int
+    key: bytes
+    value: bytes
+
+
+class _Batches:
+    """The index batches of one Kafka batch, one per (partition, domain) it touched."""
+
+    def __init__(self, batches: list[Batch]) -> None:
+        self.batches = batches
+
+    def commit(self) -> None:
+        # Separate stores cannot share a WriteBatch. A crash between two commits leaves some
+        # domains written and no outputs: the re-delivery answers those from the article table.
+        for batch in self.batches:
+            batch.commit()
+
+
+@dataclass(slots=True)
+class DecideBatch:
+    outcomes: list[Decision]
+    changes: list[Change]
+    index_batch: _Batches
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+class DecideStage:
+    def __init__(self, stores: DomainStores, rules: MatchRules = DEFAULT_RULES) -> None:
+        self.stores = stores
+        self.rules = rules
+        # Changelog partition -> the offset after our last record known to be in the log:
+        # written into the partition's stores with their next batch, so a later restore of
+        # those stores starts after their own records instead of replaying them.
+        self.delivered: dict[int, int] = {}
+
+    def decide(self, messages: Sequence[Message]) -> DecideBatch:
+        t0 = time.perf_counter()
+        items = []
+        for m in messages:
+            try:
+                items.append((m, decode_fingerprinted(m.key, m.value or b"")))
+            except (WireError, UnicodeDecodeError) as e:
+                # Only another version's records can be unreadable; skipping keeps the feed
+                # moving and the log line names the record.
+                log_event(
+                    log,
+                    logging.ERROR,
+                    "unreadable internal record skipped",
+                    error=str(e),
+                    partition=m.source.partition,
+                    offset=m.source.offset,
+                )
+        grouped: dict[tuple[int, str], list] = {}
+        for m, f in items:
+            grouped.setdefault((m.source.partition, f.domain), []).append(f.item)
+        batches: dict[tuple[int, str], Batch] = {}
+        for (partition, domain), mine in grouped.items():
+            batch = batches[(partition, domain)] = self.stores.store(partition, domain).begin()
+            batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in mine])
+            batch.prefetch_records([a.id for a in mine])
+            if partition in self.delivered:
+                batch.set_position(CHANGELOG_POSITION, self.delivered[partition])
+        now_ms = wall_clock_ms()
+        outcomes: list[Decision] = []
+        changes: list[Change] = []
+        for m, f in items:
+            batch = batches[(m.source.partition, f.domain)]
+            outcomes.append(decide(batch, f.item, f.source, now_ms, self.rules))
+            record = batch.lookup(f.item.id)
+            assert record is not None  # decide() answered from it or just put it
+            changes.append(
+                Change(m.source.partition, change_key(f.domain, f.item.id), encode_change(record))
+            )
+        return DecideBatch(
+            outcomes, changes, _Batches(list(batches.values())), {"index": time.perf_counter() - t0}
+        )
+
+
+class DecideCheckpoint(Checkpoint):
+    """The service's commit protocol with the changelog as a second output."""
+
+    def __init__(self, *args: object, changelog_topic: str, stage: DecideStage) -> None:
+        self.changelog_topic = changelog_topic
+        self.stage = stage
+        self._delivered: dict[int, int] = {}
+        super().__init__(*args)
+
+    def complete(self, decided: DecideBatch, offsets: Sequence[TopicPartition]) -> None:  # type: ignore[override]
+        self._delivered.clear()
+        super().complete(decided, offsets)
+        self.producer.poll(0)  # serve the delivery reports of the committed batch
+        for partition, offset in self._delivered.items():
+            self.stage.delivered[partition] = offset + 1
+
+    def _produce(self, decided: DecideBatch) -> None:  # type: ignore[override]
+        super()._produce(decided)
+        for change in decided.changes:
+            while True:
+                try:
+                    self.producer.produce(
+                        self.changelog_topic,
+                        value=change.value,
+                        key=change.key,
+                        partition=change.partition,
+                        on_delivery=self._on_change_delivery,
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+
+    def _on_change_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
+        if error is not None:
+            self._on_delivery(error, message)
+            return
+        partition, offset = message.partition(), message.offset()
+        if offset > self._delivered.get(partition, -1):
+            self._delivered[partition] = offset
+
+
+class DecideService(RoleService):
+    role = "decide"
+
+    def __init__(self, config: Config, metrics: Metrics | None = None) -> None:
+        super().__init__(config, metrics)
+        self.stores = DomainStores(config.index)
+        self.stage = DecideStage(self.stores, match_rules(config.match))
+
+    @contextmanager
+    def resources(self) -> Iterator[None]:
+        try:
+            self.health.index_open = True
+            yield
+        finally:
+            self.health.index_open = False
+            self.stores.close()
+
+    def make_stage(self) -> DecideStage:
+        return self.stage
+
+    def make_checkpoint(self, consumer: Consumer) -> Checkpoint:
+        return DecideCheckpoint(
+            consumer,
+            self.make_producer,
+            self.config.kafka,
+            changelog_topic=self.full_config.scaleout.changelog_topic,
+            stage=self.stage,
+        )
+
+    def _record(self, decided: DecideBatch, polled_at: float, durable: float) -> None:  # type: ignore[override]
+        super()._record(decided, polled_at, durable)
+        self.metrics.changelog_records.inc(len(decided.changes))
+
+    # -- ownership -------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        owned = sorted(p.partition for p in partitions)
+        for partition in self.stores.partitions():
+            if partition not in owned:
+                self.stores.close_partition(partition)
+                self.stage.delivered.pop(partition, None)
+        # Not ready until every owned partition is restored: nothing is decided before.
+        self.health.assigned = 0
+        self.health.waiting_for = f"the restore of partitions {owned} from the changelog"
+        self.metrics.restoring_partitions.set(len(owned))
+        for partition in owned:
+            self._restore(partition)
+            self.metrics.restoring_partitions.dec()
+        super()._on_assign(consumer, partitions)
+        self._refresh_index_stats(None)
+
+    def _restore(self, partition: int) -> None:
+        log_event(log, logging.INFO, "restore started", partition=partition)
+        m = self.metrics
+        seen = 0
+
+        def progress(p: int, read: int, left: int) -> None:
+            nonlocal seen
+            m.restore_records.inc(read - seen)
+            seen = read
+            m.restore_remaining.labels(str(p)).set(left)
+            self.health.turn()  # a long restore is progress, not a stuck loop
+
+        result = restore_partition(
+            consumer_config(self.config.kafka),
+            self.full_config.scaleout.changelog_topic,
+            partition,
+            self.stores,
+            progress,
+        )
+        m.restore_remaining.labels(str(partition)).set(0)
+        m.restore_seconds.inc(result.seconds)
+        log_event(
+            log,
+            logging.INFO,
+            "restore finished",
+            partition=partition,
+            from_offset=result.start_offset,
+            read=result.read,
+            applied=result.applied,
+            seconds=round(result.seconds, 3),
+            per_second=round(result.per_second),
+        )
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def _housekeeping(self, store: object) -> None:
+        now = time.monotonic()
+        if now - self._last_expire >= self._expire_every_s:
+            self._last_expire = now
+            for s in self.stores.all_stores():
+                dropped = s.expire()
+                if dropped:
+                    self.metrics.segments_expired.inc(len(dropped))
+                    log_event(log, logging.INFO, "segments expired", segments=dropped)
+        if now - self._last_stats >= 10.0:
+            self._refresh_index_stats(None)
+
+    def _refresh_index_stats(self, store: object) -> None:
+        self._last_stats = time.monotonic()
+        articles = segments = disk = 0
+        for s in self.stores.all_stores():
+            stats = s.stats()
+            articles += stats.articles
+            segments += len(stats.segments)
+            disk += stats.disk_bytes
+        self.metrics.index_articles.set(articles)
+        self.metrics.index_segments.set(segments)
+        self.metrics.index_disk_bytes.set(disk)

@@ -1,0 +1,110 @@
+"""The verification sketch estimates the shingle Jaccard that the evaluation judges by."""
+
+from __future__ import annotations
+
+import random
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer.corpus import iter_jsonl, shared_data_dir
+from consumer.evaluation import truth
+from consumer.normalize import Normalizer
+from consumer.sketch import SKETCH_BYTES, estimate, sketch
+
+NORMALIZER = Normalizer(convert_traditional=True)
+
+
+def normalized(title: str, content: str) -> str:
+    t, c = NORMALIZER.many([title, content])
+    return f"{t}\n{c}"
+
+
+def corpus(name: str, n: int) -> list[dict]:
+    path = shared_data_dir() / f"{name}.jsonl.gz"
+    return [a for a in iter_jsonl(path, n * 2) if len(a.get("content") or "") >= 400][:n]
+
+
+def truncated(article: dict, share: float) -> dict:
+    content = article["content"]
+    return {**article, "content": content[: int(len(content) * share)]}
+
+
+def test_identical_texts_estimate_one_and_the_format_is_fixed() -> None:
+    s = sketch("每日新闻 the same text, twice")
+    assert len(s) == SKETCH_BYTES
+    assert estimate(s, s) == 1.0
+
+
+def test_sketches_are_deterministic() -> None:
+    # A changed sketch silently breaks every index written before: these bytes must not move
+    # unless the sketch's format changes on purpose (and the index layout with it).
+    text = normalized("香港新聞", "立法會今日三讀通過修訂條例草案，政府表示歡迎。")
+    assert sketch(text)[:1] == b"c"
+    assert sketch(normalized("Reuters", "Shares of the company rose 5 pct on Monday."))[:1] == b"w"
+    assert sketch(text).hex() == GOLDEN_SKETCH
+
+
+GOLDEN_SKETCH = (
+    "639de219a138b8457d3ae609b80ffa86e4403fe180e2f106b160d221291c7861"
+    "234bc45193e75cf344451e33e60d235ce05d68e2747487c514fefc268fe9b87188"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "tolerance"),
+    [("zh_hkcnews_2017_2022", 0.16), ("zh_cctv_xwlb_2022_2026", 0.16), ("en_reuters21578", 0.2)],
+)
+def test_estimates_follow_the_exact_jaccard_on_real_text(name: str, tolerance: float) -> None:
+    articles = corpus(name, 60)
+    rng = random.Random(7)
+    errors = []
+    for a in articles:
+        for b in (truncated(a, rng.uniform(0.4, 0.95)), rng.choice(articles)):
+            exact = truth.similarity(
+                truth.article_text(a["title"], a["content"]),
+                truth.article_text(b["title"], b["content"]),
+            )
+            est = estimate(
+                sketch(normalized(a["title"], a["content"])),
+                sketch(normalized(b["title"], b["content"])),
+            )
+            if est is not None:  # hkcnews has a few English articles: other shingling
+                errors.append(est - exact)
+    assert len(errors) >= 100
+    errors = np.abs(np.array(errors))
+    # 64 one-byte minima: standard error about 0.06 at J = 0.5; bias must be small.
+    assert np.quantile(errors, 0.95) <= tolerance
+    assert errors.mean() <= 0.05
+
+
+def test_unrelated_articles_estimate_near_zero() -> None:
+    articles = corpus("zh_hkcnews_2017_2022", 40)
+    checked = 0
+    for a, b in pairwise(articles):
+        texts = [truth.article_text(x["title"], x["content"]) for x in (a, b)]
+        if truth.similarity(*texts) >= 0.05:
+            continue  # the corpus has real reposts next to each other
+        est = estimate(*(sketch(normalized(x["title"], x["content"])) for x in (a, b)))
+        if est is not None:
+            checked += 1
+            assert est < 0.2
+    assert checked >= 20
+
+
+def test_different_shinglings_are_not_comparable() -> None:
+    chinese = sketch(normalized("新聞", "立法會今日三讀通過修訂條例草案。"))
+    english = sketch(normalized("News", "The council passed the amended bill today."))
+    assert estimate(chinese, english) is None
+    assert estimate(chinese, b"") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_any_text_gives_a_sketch(text: str) -> None:
+    s = sketch(normalized("", text))
+    assert len(s) == SKETCH_BYTES
+    assert estimate(s, s) == 1.0
