@@ -1,5 +1,5 @@
 # newsdedup service image: `docker build -t newsdedup .`, or through docker-compose.yml.
-FROM python:3.11-slim
+FROM python:3.11-slim-trixie
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -15,8 +15,15 @@ RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY consumer ./consumer
 COPY indexstore ./indexstore
-RUN pip install --no-cache-dir --no-deps . \
-    && rm -rf /app/build /app/*.egg-info
+# The native fingerprint kernel (consumer/native/) is Rust: cargo is installed for the build and
+# removed in the same layer, so the image does not carry the toolchain. Debian trixie's cargo is
+# Rust 1.85, the oldest the kernel's dependencies accept.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cargo \
+    && pip install --no-cache-dir --no-deps . \
+    && apt-get purge -y --auto-remove cargo \
+    && rm -rf /var/lib/apt/lists/* /root/.cargo /app/build /app/*.egg-info /app/consumer/native/target
 
 COPY config/newsdedup.toml /etc/newsdedup/newsdedup.toml
 

@@ -5,7 +5,8 @@ SHELL := /bin/bash
 
 PYTHON ?= python3
 VENV := .venv
-# Touched after a complete install, so the install reruns only when the lock changes.
+# Touched after a complete install, so the install reruns only when the lock or the native
+# kernel's sources change.
 VENV_STAMP := $(VENV)/.installed-from-lock
 # Every dependency pinned with the hashes of its files (scripts/lock); `make lock` renews it.
 LOCK := requirements-dev.lock
@@ -15,6 +16,9 @@ PIP := $(VENV)/bin/python -m pip --disable-pip-version-check
 SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven
 LINT_PATHS := consumer indexstore tests
+# The native fingerprint kernel is built with cargo, which rustup installs here.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+NATIVE_SOURCES := consumer/native/Cargo.toml consumer/native/Cargo.lock $(wildcard consumer/native/src/*.rs)
 
 .PHONY: venv lock audit system-deps test demo lint clean
 
@@ -22,7 +26,8 @@ venv: $(VENV_STAMP)
 
 # Only the locked files go in (--require-hashes), then newsdedup itself without resolving
 # anything; `pip check` then catches a lock that no longer satisfies pyproject.toml.
-$(VENV_STAMP): pyproject.toml $(LOCK) Makefile
+$(VENV_STAMP): pyproject.toml $(LOCK) Makefile $(NATIVE_SOURCES)
+	@command -v cargo >/dev/null || { echo "make: cargo (Rust 1.85+) is needed to build consumer/native; install it with rustup" >&2; exit 1; }
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing the pinned dependencies ($(LOCK)) and newsdedup into $(VENV)/"
 	@$(PIP) install --quiet --require-hashes -r $(LOCK)
@@ -76,5 +81,5 @@ lint: venv
 
 # Leaves the Kafka jar cache (~/.cache/newsdedup) alone: it lives outside the repo on purpose.
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis ./*.egg-info
+	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

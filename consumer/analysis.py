@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from consumer.config import FingerprintConfig, InputConfig
@@ -40,6 +40,9 @@ def _analyzed(article_id: str, event_time_ms: int, fp: Fingerprint) -> Analyzed:
 
 # (message value, fallback event time in ms: the Kafka timestamp)
 Work = tuple[bytes | None, int]
+
+# Articles per chunk handed to a worker, at most (fewer when a batch is small).
+_CHUNK_ARTICLES = 32
 
 
 def fingerprint_options(config: FingerprintConfig) -> FingerprintOptions:
@@ -140,19 +143,25 @@ class Analyzer:
         )
 
     def analyze(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
+        return [result for part in self.analyze_chunks(works) for result in part]
+
+    def analyze_chunks(self, works: Sequence[Work]) -> Iterator[list[Analyzed | Invalid]]:
+        """The results in input order, chunk by chunk as soon as each chunk is done, so the
+        caller can decide the first chunks while the workers still fingerprint the rest."""
         if self._inline is not None:
-            return self._inline.analyze_many(works)
+            yield self._inline.analyze_many(works)
+            return
         assert self._pool is not None
         if not works:
-            return []
-        # A few chunks per worker balances uneven article sizes without much pickling overhead.
-        n_chunks = min(len(works), self.workers * 4)
+            return
+        # Several chunks per worker balance uneven article sizes, and small ones keep the
+        # workers' idle tail at the end of a batch short; a chunk still fingerprints in one
+        # batch, whose per-call costs are small next to 16 articles.
+        n_chunks = min(len(works), max(self.workers * 4, -(-len(works) // _CHUNK_ARTICLES)))
         size = -(-len(works) // n_chunks)
-        chunks = [works[i : i + size] for i in range(0, len(works), size)]
-        results: list[Analyzed | Invalid] = []
-        for part in self._pool.map(_analyze_chunk, chunks):
-            results.extend(part)
-        return results
+        yield from self._pool.imap(
+            _analyze_chunk, [works[i : i + size] for i in range(0, len(works), size)]
+        )
 
     def close(self) -> None:
         if self._pool is not None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.idf import load_idf
+from consumer.native_kernel import load_kernel
 from consumer.normalize import Normalizer
 from consumer.sketch import sketch
 from consumer.terms import ENGINES, TermExtractor, hash_terms
@@ -103,15 +104,25 @@ class Fingerprinter:
     article: each stage's tables (OpenCC's, the segmenter's dictionary, the IDF table) stay in
     the CPU cache while it runs (OpenCC alone costs about twice as much per article when stages
     alternate), and the NumPy steps run once per batch.
+
+    With the fast engine, everything after normalization but the sketch (terms, weights, top N,
+    vote, content hash) runs in the native kernel (`consumer/native/`) unless `native=False`;
+    the Python code below is the reference it must equal, and it still serves `explain`, whose
+    term lists the kernel does not return.
     """
 
-    __slots__ = ("_idf", "_normalize", "_terms", "options")
+    __slots__ = ("_idf", "_kernel", "_normalize", "_terms", "options")
 
-    def __init__(self, options: FingerprintOptions = FingerprintOptions()) -> None:
+    def __init__(
+        self, options: FingerprintOptions = FingerprintOptions(), *, native: bool = True
+    ) -> None:
         self.options = options
         self._normalize = Normalizer(options.convert_traditional)
         self._terms = TermExtractor(options.engine)
         self._idf = load_idf(options.idf_path)
+        self._kernel = (
+            load_kernel(options.idf_path) if native and options.engine == "rjieba" else None
+        )
 
     def fingerprint(self, title: str, content: str, *, explain: bool = False) -> Fingerprint:
         """One article; raises `EmptyTextError` or `InputError` when it has no fingerprint."""
@@ -145,6 +156,17 @@ class Fingerprinter:
                 results[i] = InputError("title and content must be strings")
         normalized = self._normalize.many(texts)
         titles, contents = normalized[0::2], normalized[1::2]
+        if self._kernel is not None and not explain:
+            computed = self._kernel.fingerprint_many(
+                titles, contents, self.options.title_weight, self.options.max_terms or 0
+            )
+            for i, title, content, (simhash, content_hash) in zip(
+                valid, titles, contents, computed, strict=True
+            ):
+                if simhash is not None:
+                    text = f"{title}\n{content}"
+                    results[i] = Fingerprint(simhash, content_hash, sketch(text), len(text))
+            return _with_empty_text_errors(results)
 
         title_weight = self.options.title_weight
         docs: list[int] = []  # items with at least one term

@@ -70,25 +70,41 @@ class Pipeline:
         self.rules = rules
 
     def decide(self, messages: Sequence[Message]) -> DecidedBatch:
+        """Decide in input order, chunk by chunk as the workers finish them: the index work of
+        the first chunks overlaps the fingerprinting of the last."""
+        waited = 0.0
         t0 = time.perf_counter()
-        analyzed = self.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
-        t1 = time.perf_counter()
+        chunks = self.analyzer.analyze_chunks([(m.value, m.timestamp_ms) for m in messages])
         batch = self.store.begin()
-        # Both reads vectorized over the batch: candidates for every fingerprint, and the
-        # records of every id (re-deliveries and updates).
-        valid = [a for a in analyzed if isinstance(a, Analyzed)]
-        batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in valid])
-        batch.prefetch_records([a.id for a in valid])
-        now_ms = self.clock_ms()
-        outcomes: list[Outcome] = []
-        next_offsets: dict[str, int] = {}
-        for message, result in zip(messages, analyzed, strict=True):
-            if isinstance(result, Analyzed):
-                outcomes.append(decide(batch, result, message.source, now_ms, self.rules))
-            else:
-                outcomes.append(Rejection(message, result))
-            next_offsets[message.source.position_key] = message.source.offset + 1
-        for key, offset in next_offsets.items():
-            batch.set_position(key, offset)
-        t2 = time.perf_counter()
-        return DecidedBatch(outcomes, batch, {"fingerprint": t1 - t0, "index": t2 - t1})
+        try:
+            now_ms = self.clock_ms()
+            outcomes: list[Outcome] = []
+            next_offsets: dict[str, int] = {}
+            while True:
+                t = time.perf_counter()
+                analyzed = next(chunks, None)
+                waited += time.perf_counter() - t
+                if analyzed is None:
+                    break
+                # Both reads vectorized over the chunk: candidates for every fingerprint, and
+                # the records of every id (re-deliveries and updates).
+                valid = [a for a in analyzed if isinstance(a, Analyzed)]
+                batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in valid])
+                batch.prefetch_records([a.id for a in valid])
+                for message, result in zip(
+                    messages[len(outcomes) : len(outcomes) + len(analyzed)], analyzed, strict=True
+                ):
+                    if isinstance(result, Analyzed):
+                        outcomes.append(decide(batch, result, message.source, now_ms, self.rules))
+                    else:
+                        outcomes.append(Rejection(message, result))
+                    next_offsets[message.source.position_key] = message.source.offset + 1
+            if len(outcomes) != len(messages):
+                raise RuntimeError(f"{len(outcomes)} results for {len(messages)} messages")
+            for key, offset in next_offsets.items():
+                batch.set_position(key, offset)
+        except BaseException:
+            batch.abort()
+            raise
+        total = time.perf_counter() - t0
+        return DecidedBatch(outcomes, batch, {"fingerprint": waited, "index": total - waited})

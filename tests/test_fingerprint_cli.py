@@ -146,3 +146,4 @@ def test_bench_fingerprint_json() -> None:
     assert set(report["engines"]) == {"jieba", "rjieba"}
     assert report["engines"]["rjieba"]["docs_per_second"] > 0
     assert report["identical_share"] >= 0.975  # 39 of 40 at least
+    assert report["native_equals_python"] is True

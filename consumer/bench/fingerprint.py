@@ -1,6 +1,6 @@
 """`newsdedup bench fingerprint`: the reference (jieba) and fast (rjieba) engines side by side,
-one thread, same articles; the fast engine article by article and in batches; and how often the
-fast engine's fingerprints are identical to the reference's."""
+one thread, same articles; the fast engine in its pure-Python form and with the native kernel,
+article by article and in batches; and how often each gives the reference's fingerprints."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from consumer.terms import load_segmenter
 @dataclass(frozen=True, slots=True)
 class EngineResult:
     engine: str
+    kernel: str  # "native" (consumer/native/) or "python" (the reference code)
     path: str  # "per-article" (`fingerprint`) or "batch" (`fingerprint_many`)
     articles: int
     setup_seconds: float  # building the Fingerprinter (IDF table, segmenter) in this process
@@ -46,7 +47,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:
         "--repeat",
         type=int,
         default=3,
-        help="rounds of the fast engine's two paths, alternating; the fastest round counts "
+        help="rounds of the fast engine's variants, alternating; the fastest round counts "
         "(default 3: a busy machine slows single rounds)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -84,6 +85,7 @@ def _run(
 
 def _result(
     engine: str,
+    kernel: str,
     path: str,
     articles: int,
     megabytes: float,
@@ -94,6 +96,7 @@ def _result(
 ) -> EngineResult:
     return EngineResult(
         engine,
+        kernel,
         path,
         articles,
         setup,
@@ -106,9 +109,9 @@ def _result(
     )
 
 
-def _build(engine: str) -> tuple[Fingerprinter, float]:
+def _build(engine: str, native: bool = True) -> tuple[Fingerprinter, float]:
     t0 = time.perf_counter()
-    fingerprinter = Fingerprinter(FingerprintOptions(engine=engine))
+    fingerprinter = Fingerprinter(FingerprintOptions(engine=engine), native=native)
     return fingerprinter, time.perf_counter() - t0
 
 
@@ -130,28 +133,39 @@ def run(args: argparse.Namespace) -> int:
     n = len(articles)
     megabytes = sum(len(t.encode()) + len(c.encode()) for t, c in articles) / 1e6
 
+    # The fast engine's variants: (kernel, path). The first is the code before the native
+    # kernel, kept as its reference.
+    variants = [("python", "batch"), ("native", "per-article"), ("native", "batch")]
     # Progress counts whole timed runs, so it adds nothing inside the measured loops.
-    progress = Progress("bench fingerprint", total=1 + 2 * args.repeat, unit="runs")
+    progress = Progress("bench fingerprint", total=1 + len(variants) * args.repeat, unit="runs")
     reference, setup = _build("jieba")
     wall, cpu, expected = _run(reference, articles, batch=False)
     progress.advance()
-    results = {"jieba": _result("jieba", "per-article", n, megabytes, setup, wall, cpu, expected)}
+    jieba = _result("jieba", "python", "per-article", n, megabytes, setup, wall, cpu, expected)
 
-    # The two paths of the fast engine alternate, so that both see the same machine load.
-    fast, setup = _build("rjieba")
-    best: dict[str, tuple[float, float, list[Fingerprint | None]]] = {}
+    # The variants alternate, so that all see the same machine load.
+    python_fast, python_setup = _build("rjieba", native=False)
+    native_fast, native_setup = _build("rjieba")
+    best: dict[tuple[str, str], tuple[float, float, list[Fingerprint | None]]] = {}
     with progress:
         for _ in range(args.repeat):
-            for path in ("per-article", "batch"):
-                measured = _run(fast, articles, batch=path == "batch")
+            for kernel, path in variants:
+                fingerprinter = native_fast if kernel == "native" else python_fast
+                measured = _run(fingerprinter, articles, batch=path == "batch")
                 progress.advance()
-                if path not in best or measured[1] < best[path][1]:
-                    best[path] = measured
-    fast_results = {
-        path: _result("rjieba", path, n, megabytes, setup, wall, cpu, fps)
-        for path, (wall, cpu, fps) in best.items()
+                if (kernel, path) not in best or measured[1] < best[kernel, path][1]:
+                    best[kernel, path] = measured
+    fast = {
+        variant: _result(
+            "rjieba",
+            *variant,
+            n,
+            megabytes,
+            native_setup if variant[0] == "native" else python_setup,
+            *measured,
+        )
+        for variant, measured in best.items()
     }
-    results["rjieba"] = fast_results["per-article"]
 
     def agreement(fingerprints: list[Fingerprint | None]) -> dict[str, float | int]:
         pairs = list(zip(expected, fingerprints, strict=True))
@@ -164,18 +178,20 @@ def run(args: argparse.Namespace) -> int:
         }
 
     floor = _segmenter_floor(articles)
+    native_batch = fast["native", "batch"]
     report = {
         "data": args.data,
         "articles": n,
         "avg_chars": sum(len(t) + len(c) for t, c in articles) / n,
         "repeat": args.repeat,
-        "engines": {name: asdict(r) for name, r in results.items()},
-        "batch": {"rjieba": asdict(fast_results["batch"])},
-        "speedup": results["rjieba"].docs_per_cpu_second / results["jieba"].docs_per_cpu_second,
-        "batch_speedup": fast_results["batch"].docs_per_cpu_second
-        / results["rjieba"].docs_per_cpu_second,
-        **agreement(best["per-article"][2]),
-        "batch_agreement": agreement(best["batch"][2]),
+        "engines": {"jieba": asdict(jieba), "rjieba": asdict(native_batch)},
+        "variants": [asdict(r) for r in fast.values()],
+        "speedup": native_batch.docs_per_cpu_second / jieba.docs_per_cpu_second,
+        "native_speedup": native_batch.docs_per_cpu_second
+        / fast["python", "batch"].docs_per_cpu_second,
+        **agreement(best["native", "batch"][2]),
+        "agreement": {f"{k} {p}": agreement(fps) for (k, p), (_, _, fps) in best.items()},
+        "native_equals_python": best["native", "batch"][2] == best["python", "batch"][2],
         "rjieba_cut_only_docs_per_cpu_second": floor,
     }
     if args.json:
@@ -183,14 +199,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.data}: {n:,} articles, {report['avg_chars']:,.0f} chars on average")
     print(
-        f"{'engine':8} {'path':12} {'docs/s':>8} {'MB/s':>6} {'docs/CPU-s':>11} "
+        f"{'engine':8} {'kernel':7} {'path':12} {'docs/s':>8} {'MB/s':>6} {'docs/CPU-s':>11} "
         f"{'setup s':>8} {'errors':>6}  identical to jieba"
     )
-    rows = [
-        (results["jieba"], None),
-        (fast_results["per-article"], report),
-        (fast_results["batch"], report["batch_agreement"]),
-    ]
+    agreements = report["agreement"]
+    rows = [(jieba, None)] + [(r, agreements[f"{r.kernel} {r.path}"]) for r in fast.values()]
     for r, agreed in rows:
         same = (
             "—"
@@ -199,9 +212,15 @@ def run(args: argparse.Namespace) -> int:
             f"max distance {agreed['max_distance_when_differing']})"
         )
         print(
-            f"{r.engine:8} {r.path:12} {r.docs_per_second:8,.0f} {r.mb_per_second:6.2f} "
-            f"{r.docs_per_cpu_second:11,.0f} {r.setup_seconds:8.2f} {r.errors:6}  {same}"
+            f"{r.engine:8} {r.kernel:7} {r.path:12} {r.docs_per_second:8,.0f} "
+            f"{r.mb_per_second:6.2f} {r.docs_per_cpu_second:11,.0f} {r.setup_seconds:8.2f} "
+            f"{r.errors:6}  {same}"
         )
-    print(f"rjieba: fastest of {args.repeat} alternating rounds per path")
+    print(f"rjieba: fastest of {args.repeat} alternating rounds per variant")
+    print(
+        "native kernel = Python code (batch): "
+        f"{'identical' if report['native_equals_python'] else 'DIFFERENT'} fingerprints; "
+        f"{report['native_speedup']:.2f}× the docs/CPU-s"
+    )
     print(f"rjieba.cut alone on normalized text: {floor:,.0f} docs/CPU-s (the floor)")
     return 0

@@ -1,0 +1,281 @@
+//! The fast path of `consumer.fingerprint`: normalized title and content in, SimHash and content
+//! hash out, with every step after normalization in one native pass per article.
+//!
+//! It reimplements `consumer.terms.TermExtractor.count`, the TF-IDF weights, the top-N choice
+//! and the vote of `consumer.fingerprint` exactly; the Python code stays the reference, and
+//! tests assert equal fingerprints on real text. What would make the two differ is passed in
+//! from Python rather than rebuilt here: the stop words, which characters form Latin words (the
+//! running Python's Unicode tables) and the IDF table.
+
+mod murmur3;
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use jieba_rs::Jieba;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// Keys are already murmur3 hashes: hashing them again would only cost time.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _bytes: &[u8]) {
+        unreachable!("only u64 keys are hashed")
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<PassThrough>>;
+
+/// Weights are rounded to multiples of 2**-16 before the vote (see `_WEIGHT_SCALE` in
+/// fingerprint.py): an exact integer sum.
+const WEIGHT_SCALE: f64 = 65536.0;
+
+/// A term's identity is the first half of its mmh3 x64 128 hash, as in the Python path's IDF
+/// table and vote.
+fn term_hash(term: &str) -> u64 {
+    murmur3::x64_128(term.as_bytes(), 0).0
+}
+
+/// jieba's Han block as `consumer.terms._HAN_RUN` sees it.
+fn is_han(c: char) -> bool {
+    ('\u{4e00}'..='\u{9fd5}').contains(&c)
+}
+
+fn is_word_separator(c: char) -> bool {
+    matches!(c, '\'' | '\u{2019}' | '.' | ',')
+}
+
+fn longer_than_one_char(s: &str) -> bool {
+    s.chars().nth(1).is_some()
+}
+
+#[pyclass(frozen)]
+struct Kernel {
+    jieba: Jieba,
+    /// Stop words by term hash; the word itself is compared too, so a hash collision cannot
+    /// drop a real term.
+    stop: HashKeyed<String>,
+    /// One bit per code point: does `consumer.terms._WORD_CHAR` match it.
+    word_chars: Vec<u8>,
+    idf: HashKeyed<f64>,
+    median_idf: f64,
+}
+
+impl Kernel {
+    fn is_word_char(&self, c: char) -> bool {
+        let cp = c as usize;
+        self.word_chars
+            .get(cp >> 3)
+            .is_some_and(|byte| byte >> (cp & 7) & 1 == 1)
+    }
+
+    fn keep(&self, term: &str) -> Option<u64> {
+        if !longer_than_one_char(term) {
+            return None;
+        }
+        let h = term_hash(term);
+        match self.stop.get(&h) {
+            Some(word) if word == term => None,
+            _ => Some(h),
+        }
+    }
+
+    /// `TermExtractor.count`: term hash → occurrences, of jieba's cuts of the Han runs and of
+    /// the Latin words and numbers.
+    fn count(&self, text: &str, counts: &mut HashKeyed<f64>) {
+        let mut han = String::with_capacity(text.len());
+        let mut in_run = false;
+        for c in text.chars() {
+            if is_han(c) {
+                if !in_run && !han.is_empty() {
+                    han.push(' ');
+                }
+                han.push(c);
+                in_run = true;
+            } else {
+                in_run = false;
+            }
+        }
+        for token in self.jieba.cut(&han, true) {
+            if let Some(h) = self.keep(token.word) {
+                *counts.entry(h).or_insert(0.0) += 1.0;
+            }
+        }
+        // `_WORD`: word characters, then any number of (one separator, word characters).
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let end_of = |i: usize| chars.get(i).map_or(text.len(), |&(at, _)| at);
+        let mut i = 0;
+        while i < chars.len() {
+            if !self.is_word_char(chars[i].1) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < chars.len() && self.is_word_char(chars[i].1) {
+                i += 1;
+            }
+            while i + 1 < chars.len()
+                && is_word_separator(chars[i].1)
+                && self.is_word_char(chars[i + 1].1)
+            {
+                i += 1;
+                while i < chars.len() && self.is_word_char(chars[i].1) {
+                    i += 1;
+                }
+            }
+            if let Some(h) = self.keep(&text[chars[start].0..end_of(i)]) {
+                *counts.entry(h).or_insert(0.0) += 1.0;
+            }
+        }
+    }
+
+    /// The SimHash of one article, or None when no term survives.
+    fn simhash(
+        &self,
+        title: &str,
+        content: &str,
+        title_weight: f64,
+        max_terms: usize,
+    ) -> Option<u64> {
+        let mut counts = HashKeyed::default();
+        if title_weight == 1.0 {
+            self.count(&format!("{title} {content}"), &mut counts);
+        } else {
+            self.count(content, &mut counts);
+            let mut in_title = HashKeyed::default();
+            self.count(title, &mut in_title);
+            for (h, n) in in_title {
+                // One product per term, added once: as `c.get(term, 0) + title_weight * n`.
+                *counts.entry(h).or_insert(0.0) += title_weight * n;
+            }
+        }
+        if counts.is_empty() {
+            return None;
+        }
+        let mut weighted: Vec<(f64, u64)> = counts
+            .into_iter()
+            .map(|(h, tf)| (tf * self.idf.get(&h).copied().unwrap_or(self.median_idf), h))
+            .collect();
+        if max_terms > 0 && weighted.len() > max_terms {
+            // Heaviest first, equal weights by ascending hash: as `_heaviest`.
+            let heavier_first = |a: &(f64, u64), b: &(f64, u64)| {
+                b.0.partial_cmp(&a.0)
+                    .unwrap_or(Ordering::Equal)
+                    .then(a.1.cmp(&b.1))
+            };
+            weighted.select_nth_unstable_by(max_terms - 1, heavier_first);
+            weighted.truncate(max_terms);
+        }
+        let mut votes = [0i64; 64];
+        for (weight, h) in weighted {
+            let w = (weight * WEIGHT_SCALE).round_ties_even() as i64;
+            for (bit, vote) in votes.iter_mut().enumerate() {
+                if h >> bit & 1 == 1 {
+                    *vote += w;
+                } else {
+                    *vote -= w;
+                }
+            }
+        }
+        Some(
+            votes
+                .iter()
+                .enumerate()
+                .fold(0u64, |acc, (bit, &v)| acc | (u64::from(v > 0) << bit)),
+        )
+    }
+}
+
+#[pymethods]
+impl Kernel {
+    /// `idf_keys`/`idf_values`: the IDF table's arrays as little-endian u64/f64 bytes.
+    #[new]
+    fn new(
+        stop_words: Vec<String>,
+        word_chars: &Bound<'_, PyBytes>,
+        idf_keys: &Bound<'_, PyBytes>,
+        idf_values: &Bound<'_, PyBytes>,
+        median_idf: f64,
+    ) -> PyResult<Self> {
+        let (keys, values) = (idf_keys.as_bytes(), idf_values.as_bytes());
+        if keys.len() != values.len() || keys.len() % 8 != 0 {
+            return Err(PyValueError::new_err(
+                "IDF keys and values must be as many 8-byte items",
+            ));
+        }
+        let idf = keys
+            .chunks_exact(8)
+            .zip(values.chunks_exact(8))
+            .map(|(k, v)| {
+                (
+                    u64::from_le_bytes(k.try_into().unwrap()),
+                    f64::from_le_bytes(v.try_into().unwrap()),
+                )
+            })
+            .collect();
+        let stop = stop_words.into_iter().map(|w| (term_hash(&w), w)).collect();
+        Ok(Kernel {
+            jieba: Jieba::new(),
+            stop,
+            word_chars: word_chars.as_bytes().to_vec(),
+            idf,
+            median_idf,
+        })
+    }
+
+    /// For each normalized (title, content): (SimHash or None when no term survives, content
+    /// hash: mmh3 x64 128 of `title + "\n" + content`). `max_terms` 0 keeps every term.
+    fn fingerprint_many<'py>(
+        &self,
+        py: Python<'py>,
+        titles: Vec<String>,
+        contents: Vec<String>,
+        title_weight: f64,
+        max_terms: usize,
+    ) -> PyResult<Vec<(Option<u64>, Bound<'py, PyBytes>)>> {
+        if titles.len() != contents.len() {
+            return Err(PyValueError::new_err(
+                "as many titles as contents are needed",
+            ));
+        }
+        let results: Vec<(Option<u64>, [u8; 16])> = py.detach(|| {
+            titles
+                .iter()
+                .zip(&contents)
+                .map(|(title, content)| {
+                    let simhash = self.simhash(title, content, title_weight, max_terms);
+                    let mut text = String::with_capacity(title.len() + 1 + content.len());
+                    text.push_str(title);
+                    text.push('\n');
+                    text.push_str(content);
+                    (simhash, murmur3::digest(text.as_bytes(), 0))
+                })
+                .collect()
+        });
+        Ok(results
+            .into_iter()
+            .map(|(s, d)| (s, PyBytes::new(py, &d)))
+            .collect())
+    }
+
+    /// mmh3 x64 128 of `data` with `seed` as 16 bytes (for tests against mmh3).
+    #[staticmethod]
+    fn murmur3_x64_128<'py>(py: Python<'py>, data: &[u8], seed: u32) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &murmur3::digest(data, seed))
+    }
+}
+
+#[pymodule]
+fn _fastfp(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Kernel>()
+}

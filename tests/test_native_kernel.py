@@ -1,0 +1,186 @@
+"""The native kernel (consumer/native/) gives the pure-Python path's fingerprints, bit for bit."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import sys
+from itertools import islice
+from pathlib import Path
+
+import mmh3
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer._fastfp import Kernel
+from consumer.corpus import shared_data_dir
+from consumer.errors import NewsdedupError
+from consumer.fingerprint import Fingerprinter, FingerprintOptions
+from consumer.idf import DocumentFrequencies
+from consumer.terms import _WORD_CHAR, word_char_bitmap
+
+
+def _items(name: str, n: int) -> list[tuple[str, str]]:
+    with gzip.open(shared_data_dir() / f"{name}.jsonl.gz", "rt", encoding="utf-8") as f:
+        records = [json.loads(line) for line in islice(f, n)]
+    return [(r["title"], r["content"]) for r in records]
+
+
+@pytest.fixture(scope="module")
+def real_text() -> list[tuple[str, str]]:
+    return (
+        _items("zh_hkcnews_2017_2022", 1000)
+        + _items("zh_cctv_xwlb_2022_2026", 300)
+        + _items("en_reuters21578", 300)
+    )
+
+
+def test_murmur3_is_mmh3() -> None:
+    cases = [os.urandom(n) for n in range(80)] + ["香港立法会".encode(), b"\x00" * 33]
+    for data in cases:
+        for seed in (0, 1, 0xFFFFFFFF):
+            assert Kernel.murmur3_x64_128(data, seed) == mmh3.hash_bytes(data, seed), (data, seed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200), seed=st.integers(0, 2**32 - 1))
+def test_murmur3_is_mmh3_on_any_bytes(data: bytes, seed: int) -> None:
+    assert Kernel.murmur3_x64_128(data, seed) == mmh3.hash_bytes(data, seed)
+
+
+def test_word_char_bitmap_is_the_word_regex() -> None:
+    bitmap = word_char_bitmap()
+    word_char = re.compile(_WORD_CHAR)
+    for cp in [*range(0, 0x3000), *range(0x4DB0, 0x4E10), *range(0xFF00, 0xFFFF), 0x1D400]:
+        expected = word_char.match(chr(cp)) is not None
+        assert bool(bitmap[cp >> 3] >> (cp & 7) & 1) == expected, hex(cp)
+    assert len(bitmap) * 8 == sys.maxunicode + 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        FingerprintOptions(),
+        FingerprintOptions(max_terms=None),
+        FingerprintOptions(max_terms=1),
+        FingerprintOptions(max_terms=5),
+        FingerprintOptions(title_weight=2.5),
+        FingerprintOptions(title_weight=0.0),
+        FingerprintOptions(convert_traditional=False),
+    ],
+    ids=[
+        "default",
+        "all terms",
+        "max_terms=1",
+        "max_terms=5",
+        "title_weight=2.5",
+        "title_weight=0",
+        "no conversion",
+    ],
+)
+def test_native_equals_python_on_real_text(
+    real_text: list[tuple[str, str]], options: FingerprintOptions
+) -> None:
+    native = Fingerprinter(options)
+    python = Fingerprinter(options, native=False)
+    assert native._kernel is not None and python._kernel is None
+    expected = python.fingerprint_many(real_text)
+    got = native.fingerprint_many(real_text)
+    differing = [i for i, (a, b) in enumerate(zip(expected, got, strict=True)) if a != b]
+    assert differing == []
+    assert native.fingerprint(*real_text[0]) == expected[0]  # the per-article path too
+
+
+def test_native_equals_python_with_a_user_idf_table(
+    real_text: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    python_default = Fingerprinter(native=False)
+    df = DocumentFrequencies()
+    for title, content in real_text[:300]:
+        df.add(python_default._terms.count(python_default._normalize(f"{title} {content}")))
+    df.write(tmp_path / "idf.txt")
+    options = FingerprintOptions(idf_path=str(tmp_path / "idf.txt"))
+    items = real_text[::4]
+    assert Fingerprinter(options).fingerprint_many(items) == Fingerprinter(
+        options, native=False
+    ).fingerprint_many(items)
+
+
+# Hostile and mixed text: the Latin-word rules (separators, digits of every script, apostrophes),
+# stop words, Han runs beside other scripts, empty results.
+_PIECES = [
+    "香港",
+    "立法会",
+    "新闻",
+    "的",
+    "了",
+    "iphone手机",
+    "U.S.",
+    "3.5",
+    "1,200",
+    "don't",
+    "rock’n’roll",
+    "a..b",
+    "x,",
+    ",y",
+    "'",
+    "’",
+    ".",
+    "Ⅻ",
+    "٣٤٥",
+    "ǅungla",
+    "ｆｕｌｌ",
+    "the",
+    "and",
+    "Économie",
+    "café",
+    "𝐀𝐁𝐂",
+    "中華人民共和國",
+    "\u9fd6\u9fff",
+    "㐀㐁",
+    "_",
+    "__init__",
+    " ",
+    "\n",
+    "<p>",
+    "&amp;",
+    "Straße",
+    "ΣΑΣ",
+    "😀",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    title=st.lists(st.sampled_from(_PIECES), max_size=8).map("".join),
+    content=st.one_of(
+        st.lists(st.sampled_from(_PIECES), max_size=60).map("".join),
+        st.text(max_size=300),
+    ),
+    title_weight=st.sampled_from([1.0, 0.0, 2.5]),
+    max_terms=st.sampled_from([64, None, 2]),
+)
+def test_native_equals_python_on_any_text(
+    title: str, content: str, title_weight: float, max_terms: int | None
+) -> None:
+    options = FingerprintOptions(title_weight=title_weight, max_terms=max_terms)
+    native, python = _pair(options)
+    results = []
+    for fingerprinter in (native, python):
+        try:
+            results.append(fingerprinter.fingerprint(title, content))
+        except NewsdedupError as e:
+            results.append(type(e))
+    assert results[0] == results[1]
+
+
+_PAIRS: dict[FingerprintOptions, tuple[Fingerprinter, Fingerprinter]] = {}
+
+
+def _pair(options: FingerprintOptions) -> tuple[Fingerprinter, Fingerprinter]:
+    if options not in _PAIRS:
+        _PAIRS[options] = (Fingerprinter(options), Fingerprinter(options, native=False))
+    return _PAIRS[options]
