@@ -34,7 +34,7 @@ from indexstore.model import (
     SearchResult,
     SegmentStats,
 )
-from indexstore.tables import SearchTables
+from indexstore.tables import Hits, SearchTables
 
 # A segment's blobs (one per commit that touched it) are merged into one when there are more
 # than this many, so reopen reads a few blobs per segment, not one per commit.
@@ -44,6 +44,12 @@ MAX_BLOBS_PER_SEGMENT = 32
 # most of their time creating column families. A window holds about this many groups, so
 # range-deleted segments wait at most a quarter of the window for their group to be dropped.
 GROUPS_PER_WINDOW = 4
+# A search considers at most this many committed entries per query: the closest, earliest
+# first. Without a bound, a window holding tens of thousands of near-identical short texts
+# (stock quotes, one-line questions) made every query fetch all of them: a `check` of the
+# 77,300 AFQMC questions at k = 12 grew to 22 GB before the kernel killed it. Callers that
+# want a decision use a handful of matches.
+MAX_HITS_PER_QUERY = 256
 
 
 def wall_clock_ms() -> int:
@@ -807,7 +813,7 @@ class Batch:
         """Committed neighbours of `simhashes`, with their article ids and records fetched."""
         store = self._store
         queries = np.array(simhashes, dtype=np.uint64)
-        hits = store._tables.search(queries)
+        hits = _closest(store._tables.search(queries), store._tables.seq, MAX_HITS_PER_QUERY)
         ids = store._resolve_rows(hits.row) if len(hits.row) else []
         unknown = [a for a in ids if a is not None and a not in self._committed]
         if unknown:
@@ -822,3 +828,15 @@ class Batch:
         ):
             if article_id is not None:
                 self._hits[simhashes[q]].append((seq, article_id, d))
+
+
+def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:
+    """Of each query's hits, the `limit` closest (ties: smallest sequence number, the earliest
+    inserted), so one query's cost is bounded whatever the window holds."""
+    if len(hits.query) <= limit:
+        return hits
+    order = np.lexsort((seq[hits.row], hits.distance, hits.query))
+    by_query = hits.query[order]
+    rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
+    keep = np.sort(order[rank < limit])
+    return Hits(hits.query[keep], hits.row[keep], hits.distance[keep])

@@ -302,3 +302,24 @@ def test_stale_or_damaged_saved_tables_are_rebuilt(tmp_path: Path) -> None:
         batch = store.begin()
         assert batch.search(spread(2), b"x" * 16, NOW).matches == ()
         batch.abort()
+
+
+def test_a_query_considers_a_bounded_number_of_the_closest_entries(tmp_path: Path) -> None:
+    # Thousands of near-identical short texts in one window must not make every query fetch
+    # all of them; the closest, then the earliest, are kept.
+    from indexstore.store import MAX_HITS_PER_QUERY
+
+    n = MAX_HITS_PER_QUERY + 200
+    with open_store(tmp_path / "idx") as store:
+        with store.begin() as batch:
+            for i in range(n):
+                # The last few entries are closer to the query than all others.
+                simhash = 0b1 if i < n - 5 else 0
+                batch.put(rec(f"a{i}", simhash, NOW - HOUR + i, i.to_bytes(16, "big")))
+            batch.commit()
+        with store.begin() as batch:
+            result = batch.search(0, b"q" * 16, NOW, limit=10 * n)
+    ids = [m.article_id for m in result.matches]
+    assert len(ids) == MAX_HITS_PER_QUERY
+    assert ids[:5] == [f"a{i}" for i in range(n - 5, n)]  # distance 0 first
+    assert ids[5:] == [f"a{i}" for i in range(MAX_HITS_PER_QUERY - 5)]  # then the earliest
