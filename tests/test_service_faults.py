@@ -9,8 +9,10 @@ import time
 import pytest
 from service_support import ServiceProcess, Topics, produce, read_all, wait_until
 
+from consumer.config import IndexConfig
 from consumer.corpus import iter_jsonl, shared_data_dir
-from indexstore import IndexOptions, IndexStore
+from consumer.state import index_options
+from indexstore import IndexStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -81,7 +83,9 @@ def test_sigkill_loses_nothing_and_doubles_nothing(kafka_bootstrap, topics, tmp_
         changed = [i for i, ds in decisions.items() if any(d != ds[0] for d in ds)]
         assert not changed, f"re-emitted decisions differ, e.g. {decisions[changed[0]]}"
 
-    options = IndexOptions(segment_ms=30 * 86_400_000, retention_ms=36_500 * 86_400_000)
+    # The options the service ran with (its defaults plus what ServiceProcess sets), so the
+    # store's compatibility check compares like with like.
+    options = index_options(IndexConfig(segment="30d", retention="36500d"))
     with IndexStore.open(state, options) as store:
         assert store.stats().articles == len(ids)
         for article_id in rng.sample(sorted(ids), 500):
