@@ -20,7 +20,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from consumer.config import KafkaConfig
 from consumer.decisions import Decision
@@ -32,8 +39,30 @@ log = logging.getLogger(__name__)
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
+# The topic does not exist (deleted while we ran, or never created): the service creates it
+# again before the retry, as it does at start.
+MISSING_TOPIC_CODES = frozenset(
+    {KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
+)
+
+
+# How long a transaction's commit may take before the producer is given up; librdkafka ends
+# a commit well before (its records time out after transaction.timeout.ms, 60 s by default).
+_COMMIT_WAIT_S = 300.0
+
+
 class OutputFailed(Exception):
-    """The batch's outputs were not all delivered; the caller rewinds and retries the batch."""
+    """The batch's outputs were not all delivered; the caller rewinds and retries the batch.
+    `topic` names the topic that refused them, when known."""
+
+    def __init__(self, reason: str, topic: str | None = None, code: int | None = None) -> None:
+        super().__init__(f"topic {topic!r}: {reason}" if topic else reason)
+        self.topic = topic
+        self.code = code
+
+    @property
+    def topic_missing(self) -> bool:
+        return self.code in MISSING_TOPIC_CODES
 
 
 class Checkpoint:
@@ -49,7 +78,8 @@ class Checkpoint:
         self.transactional = config.delivery == "exactly_once"
         self._make_producer = make_producer
         self._producer: Producer | None = None
-        self._delivery_errors: list[KafkaError] = []
+        # (error, topic) of every failed delivery since the last flush or transaction
+        self._delivery_errors: list[tuple[KafkaError, str]] = []
         try:
             self._ensure_producer()  # fences a zombie with our transactional.id right away
         except OutputFailed as e:
@@ -138,22 +168,39 @@ class Checkpoint:
             if error.fatal():
                 raise  # complete() replaces the producer
             log.warning("transaction failed, aborting: %s", error.str())
+            # A failed delivery is the cause worth naming (its topic, e.g. a missing one).
+            failure = (
+                self._delivery_failure()
+                if self._delivery_errors
+                else OutputFailed(error.str(), code=error.code())
+            )
             self._abort()
-            raise OutputFailed(error.str()) from None
+            raise failure from None
+        except OutputFailed as e:
+            log.warning("transaction failed, aborting: %s", e)
+            self._abort()
+            raise
         if self._delivery_errors:
             # Cannot happen after a successful commit, but never lose track of a failure.
-            errors, self._delivery_errors = self._delivery_errors, []
-            raise OutputFailed(errors[0].str())
+            raise self._delivery_failure()
 
     def _commit_transaction(self) -> None:
-        deadline = time.monotonic() + 60.0
+        # A commit that times out goes on inside librdkafka: calling it again waits for that
+        # same commit, which ends in success or in an error (e.g. its records timing out after
+        # transaction.timeout.ms). Any other transaction call meanwhile is refused as
+        # conflicting, so abort only once the commit has ended, or give the producer up.
+        deadline = time.monotonic() + _COMMIT_WAIT_S
         while True:
             try:
                 self.producer.commit_transaction(30.0)
                 return
             except KafkaException as e:
                 error: KafkaError = e.args[0]
-                if error.retriable() and time.monotonic() < deadline:
+                if (
+                    error.retriable()
+                    and not error.txn_requires_abort()
+                    and time.monotonic() < deadline
+                ):
                     continue
                 raise
 
@@ -163,7 +210,11 @@ class Checkpoint:
         except KafkaException as e:
             if e.args[0].fatal():
                 raise
-            log.warning("abort failed: %s", e.args[0].str())
+            # The producer's transaction is in an unknown state (e.g. a commit still under
+            # way). A new producer with the same transactional.id fences this one, and the
+            # coordinator aborts its open transaction: the retry starts clean.
+            log.warning("abort failed (%s); replacing the producer", e.args[0].str())
+            self._discard_producer()
         self._delivery_errors.clear()
 
     def _produce(self, decided: DecidedBatch) -> None:
@@ -184,26 +235,46 @@ class Checkpoint:
         key: bytes | None,
         value: bytes | None,
         headers: list[tuple[str, bytes]] | None = None,
+        *,
+        partition: int | None = None,
+        on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None:
+        """Queue one record: every output of every role goes through here."""
+        where = {} if partition is None else {"partition": partition}
         while True:
             try:
                 self.producer.produce(
-                    topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    on_delivery=on_delivery or self._on_delivery,
+                    **where,
                 )
                 return
             except BufferError:
                 self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+            except KafkaException as e:
+                error: KafkaError = e.args[0]
+                if error.fatal() or error.code() in _FENCED:
+                    raise
+                # e.g. a topic deleted while we run, which librdkafka refuses at once
+                raise OutputFailed(error.str(), topic, error.code()) from None
 
-    def _on_delivery(self, error: KafkaError | None, _message: object) -> None:
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
-            self._delivery_errors.append(error)
+            self._delivery_errors.append((error, message.topic()))
+
+    def _delivery_failure(self) -> OutputFailed:
+        (error, topic), self._delivery_errors = self._delivery_errors[0], []
+        return OutputFailed(error.str(), topic, error.code())
 
     def _flush(self) -> None:
         remaining = self.producer.flush(self.config_flush_timeout_s)
-        if remaining or self._delivery_errors:
-            errors, self._delivery_errors = self._delivery_errors, []
-            reason = errors[0].str() if errors else f"{remaining} messages still undelivered"
-            raise OutputFailed(reason)
+        if self._delivery_errors:
+            raise self._delivery_failure()
+        if remaining:
+            raise OutputFailed(f"{remaining} messages still undelivered")
 
     # librdkafka retries inside message.timeout.ms (5 min by default); flush waits that long at
     # most, so a broker outage pauses the loop instead of failing the batch.

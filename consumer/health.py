@@ -23,6 +23,8 @@ class HealthState:
     assigned: int = 0
     # What the service waits for before it has partitions: shown by /readyz meanwhile.
     waiting_for: str = "the input topic"
+    # Why the last batch's outputs failed, until a batch succeeds: the service is not moving.
+    output_error: str | None = None
 
     def turn(self) -> None:
         self.last_turn = time.monotonic()
@@ -40,6 +42,8 @@ class HealthState:
             return False, "broker not reachable"
         if self.assigned == 0:
             return False, f"no input partitions assigned: waiting for {self.waiting_for}"
+        if self.output_error is not None:
+            return False, f"outputs not delivered, retrying the batch: {self.output_error}"
         return True, "ok"
 
 

@@ -73,6 +73,7 @@ class Service:
         self._last_expire = time.monotonic()
         self._expire_every_s = parse_duration_ms(config.service.expire_interval) / 1000
         self.http: HealthServer | None = None
+        self._admin: AdminClient | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -116,12 +117,12 @@ class Service:
 
     def _serve(self, store: IndexStore, analyzer: Analyzer) -> None:
         kafka = self.config.kafka
-        admin = AdminClient({**admin_config(kafka), "error_cb": self._on_error})
+        self._admin = admin = AdminClient({**admin_config(kafka), "error_cb": self._on_error})
         partitions = self._wait_for_input_topic(admin)
         if partitions is None:
             return
         self._input_partitions = partitions
-        ensure_output_topics(admin, kafka, partitions)
+        self._ensure_topics(admin)
         consumer = Consumer(
             {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
         )
@@ -188,6 +189,10 @@ class Service:
             delay = min(delay * 2, _MAX_BACKOFF_S)
         return None
 
+    def _ensure_topics(self, admin: AdminClient) -> None:
+        """Create the topics this service writes to when they are missing."""
+        ensure_output_topics(admin, self.config.kafka, self._input_partitions)
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _loop(
@@ -245,7 +250,10 @@ class Service:
         try:
             checkpoint.complete(decided, _next_offsets(messages))
         except OutputFailed as e:
+            # Nothing past this batch is read until its outputs are delivered: a decision is
+            # never dropped, and /readyz says why the service is not moving.
             self.metrics.batch_retries.inc()
+            self.health.output_error = str(e)
             log_event(
                 log,
                 logging.ERROR,
@@ -253,10 +261,22 @@ class Service:
                 error=str(e),
                 messages=len(messages),
             )
+            if e.topic_missing:
+                self._recreate_missing_topics()
             _rewind(consumer, messages)
             return False
+        self.health.output_error = None
         self._record(decided, polled_at, time.perf_counter())
         return True
+
+    def _recreate_missing_topics(self) -> None:
+        """A topic we write to was deleted while we ran: create it again, as at start."""
+        if self._admin is None:
+            return
+        try:
+            self._ensure_topics(self._admin)
+        except (NewsdedupError, KafkaException) as e:
+            log_event(log, logging.WARNING, "cannot create the missing topic yet", error=str(e))
 
     def _record(self, decided: DecidedBatch, polled_at: float, durable: float) -> None:
         m = self.metrics

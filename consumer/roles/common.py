@@ -23,7 +23,6 @@ from consumer.kafka_clients import (
     TopicError,
     admin_config,
     consumer_config,
-    ensure_output_topics,
     producer_config,
     topic_partitions,
 )
@@ -147,13 +146,12 @@ class RoleService(Service):
 
     def _serve_role(self) -> None:
         kafka = self.config.kafka
-        admin = AdminClient({**admin_config(kafka), "error_cb": self._on_error})
+        self._admin = admin = AdminClient({**admin_config(kafka), "error_cb": self._on_error})
         partitions = self._wait_for_input_topic(admin)
         if partitions is None:
             return
         self._input_partitions = partitions
-        self.scaleout_partitions = ensure_scaleout_topics(admin, self.full_config)
-        ensure_output_topics(admin, kafka, partitions)
+        self._ensure_topics(admin)
         consumer = Consumer(
             {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
         )
@@ -172,6 +170,10 @@ class RoleService(Service):
             consumer.close()
             if checkpoint is not None:
                 checkpoint.close()
+
+    def _ensure_topics(self, admin: AdminClient) -> None:
+        self.scaleout_partitions = ensure_scaleout_topics(admin, self.full_config)
+        super()._ensure_topics(admin)
 
     def make_producer(self) -> Producer:
         return Producer({**producer_config(self.config.kafka), "error_cb": self._on_producer_error})

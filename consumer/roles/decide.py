@@ -140,18 +140,13 @@ class DecideCheckpoint(Checkpoint):
     def _produce(self, decided: DecideBatch) -> None:  # type: ignore[override]
         super()._produce(decided)
         for change in decided.changes:
-            while True:
-                try:
-                    self.producer.produce(
-                        self.changelog_topic,
-                        value=change.value,
-                        key=change.key,
-                        partition=change.partition,
-                        on_delivery=self._on_change_delivery,
-                    )
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
+            self._send(
+                self.changelog_topic,
+                change.key,
+                change.value,
+                partition=change.partition,
+                on_delivery=self._on_change_delivery,
+            )
 
     def _on_change_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None:

@@ -88,11 +88,11 @@ class ForwardCheckpoint(Checkpoint):
     def _produce(self, decided: FingerprintedBatch) -> None:  # type: ignore[override]
         for outcome in decided.outcomes:
             if isinstance(outcome, Forward):
-                self._send_to(
+                self._send(
                     self.internal_topic,
-                    domain_partition(outcome.domain, self.partitions),
                     outcome.domain.encode("utf-8"),
                     encode_fingerprinted(outcome.item, outcome.message.source),
+                    partition=domain_partition(outcome.domain, self.partitions),
                 )
             else:
                 self._send(
@@ -101,16 +101,6 @@ class ForwardCheckpoint(Checkpoint):
                     outcome.message.value,
                     dlq_headers(outcome),
                 )
-
-    def _send_to(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
-        while True:
-            try:
-                self.producer.produce(
-                    topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery
-                )
-                return
-            except BufferError:
-                self.producer.poll(0.05)
 
 
 class FingerprintService(RoleService):

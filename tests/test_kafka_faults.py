@@ -1,0 +1,197 @@
+"""Kafka faults around the service, against real brokers: no broker at start, an output topic
+that refuses our records, output and dead-letter topics deleted while the service runs.
+
+In every case the service must not drop a decision: it stops moving (nothing past the failing
+batch is read or committed), says why in its log and on /readyz, and goes on by itself once
+the fault is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.error
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+from service_support import (
+    ServiceProcess,
+    Topics,
+    committed_offsets,
+    produce,
+    read_all,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def articles(prefix: str, n: int) -> list[dict]:
+    """Small made-up articles, distinct enough that each is unique."""
+    return [
+        {
+            "id": f"{prefix}-{i}",
+            "title": f"Council report {prefix} number {i}",
+            "content": f"The {i}th report of the {prefix} series covers item {i * 7919} "
+            f"and the budget line {i * 104729}, with a vote expected on day {i % 28 + 1}.",
+        }
+        for i in range(n)
+    ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` and its live children (the worker processes)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state ppid ... utime (index 11) stime (12)
+        if int(entry.name) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
+def answers(service: ServiceProcess, path: str) -> int | None:
+    """The endpoint's status, or None while the service is not listening yet."""
+    try:
+        return service.get(path)[0]
+    except urllib.error.URLError:
+        return None
+
+
+def test_no_broker_at_start_waits_with_backoff_then_serves(kafka_local, tmp_path):
+    """Started before its broker exists: not ready, alive, a few log lines, almost no CPU;
+    when the broker comes up the service finds it and decides the feed."""
+    topics = Topics("late.in", "late.out", "late.dlq")
+    service = ServiceProcess(
+        kafka_local.bootstrap, topics, tmp_path / "state", tmp_path / "svc.log", group_id="late"
+    )
+    with service:
+        wait_until(lambda: answers(service, "/readyz") == 503, 60, what="/readyz answering")
+        time.sleep(5)  # past start-up: the worker pool and the index are open
+        before = cpu_seconds(service.process.pid)
+        time.sleep(20)
+        spent = cpu_seconds(service.process.pid) - before
+        status, reason = service.get("/readyz")
+        assert (status, reason.strip()) == (503, "broker not reachable")
+        assert service.get("/healthz")[0] == 200
+        # A busy loop would burn a core; waiting with backoff costs next to nothing.
+        assert spent < 2.0, f"{spent:.2f} CPU s in 20 s of waiting"
+        waits = re.findall(r"broker not reachable; waiting .*retry_in_s=([\d.]+)", service.log())
+        delays = [float(d) for d in waits]
+        assert 2 <= len(delays) <= 8, service.log()[-2000:]
+        assert delays == sorted(delays) and delays[-1] > delays[0], delays
+
+        kafka_local.start()
+        admin = AdminClient({"bootstrap.servers": kafka_local.bootstrap})
+        for f in admin.create_topics([NewTopic(topics.input, 2, 1)]).values():
+            f.result(30)
+        feed = articles("late", 200)
+        produce(kafka_local.bootstrap, topics.input, feed)
+        records = read_all(
+            kafka_local.bootstrap, topics.output, expected=len(feed), timeout=120, service=service
+        )
+        assert sorted(r.key.decode() for r in records) == sorted(a["id"] for a in feed)
+        wait_until(lambda: service.get("/readyz")[0] == 200, 30, what="ready")
+        assert service.stop() == 0
+
+
+def set_topic_config(admin: AdminClient, topic: str, name: str, value: str) -> None:
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def test_an_output_topic_that_refuses_records_stops_the_service_until_fixed(
+    kafka_bootstrap, kafka_admin, new_topic, tmp_path
+):
+    """Every decision is larger than the output topic accepts: nothing is committed, /readyz
+    says which topic and why; once the topic accepts them, every article is decided once."""
+    topics = Topics(new_topic("in", 2), new_topic("out"), new_topic("dlq"))
+    set_topic_config(kafka_admin, topics.output, "max.message.bytes", "64")
+    feed = articles("refused", 120)
+    produce(kafka_bootstrap, topics.input, feed)
+    service = ServiceProcess(
+        kafka_bootstrap, topics, tmp_path / "state", tmp_path / "svc.log", group_id="refused"
+    )
+    with service:
+        wait_until(lambda: service.log().count("outputs not delivered") >= 2, 90, what="retries")
+        status, reason = service.get("/readyz")
+        assert status == 503
+        assert f"topic {topics.output!r}" in reason and "too large" in reason, reason
+        assert service.running()
+        assert committed_offsets(kafka_bootstrap, "refused", topics.input, 2) == [-1001, -1001]
+        assert not read_all(kafka_bootstrap, topics.output, expected=0, timeout=5, settle=1)
+
+        set_topic_config(kafka_admin, topics.output, "max.message.bytes", "1048588")
+        records = read_all(
+            kafka_bootstrap, topics.output, expected=len(feed), timeout=120, service=service
+        )
+        wait_until(lambda: service.get("/readyz")[0] == 200, 30, what="ready again")
+        assert service.stop() == 0
+    keys = sorted(r.key.decode() for r in records)
+    assert keys == sorted(a["id"] for a in feed)  # each once: nothing was half delivered
+    assert sum(committed_offsets(kafka_bootstrap, "refused", topics.input, 2)) == len(feed)
+
+
+@pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
+def test_deleted_output_and_dlq_topics_are_created_again_and_nothing_is_lost(
+    kafka_bootstrap, kafka_admin, new_topic, tmp_path, delivery
+):
+    """Both topics the service writes to are deleted under it: the batch in hand is retried,
+    the topics are created again as at start, and the batch's decisions and dead letter land
+    in them (exactly once with exactly_once and a read_committed reader)."""
+    topics = Topics(new_topic("in"), f"gone-out-{delivery}", f"gone-dlq-{delivery}")
+    service = ServiceProcess(
+        kafka_bootstrap,
+        topics,
+        tmp_path / "state",
+        tmp_path / "svc.log",
+        group_id=f"gone-{delivery}",
+        delivery=delivery,
+    )
+    with service:
+        first = articles("before", 20)
+        produce(kafka_bootstrap, topics.input, first)
+        read_all(kafka_bootstrap, topics.output, expected=len(first), timeout=90, service=service)
+        for future in kafka_admin.delete_topics([topics.output, topics.dlq]).values():
+            future.result(30)
+        wait_until(
+            lambda: not {topics.output, topics.dlq} & set(kafka_admin.list_topics().topics),
+            30,
+            what="topics deleted",
+        )
+
+        second = articles("after", 20)
+        produce(kafka_bootstrap, topics.input, [*second, b"{not json"])
+        decisions = read_all(
+            kafka_bootstrap, topics.output, expected=len(second), timeout=180, service=service
+        )
+        dead = read_all(kafka_bootstrap, topics.dlq, expected=1, timeout=60, service=service)
+        assert service.stop() == 0
+    log = service.log()
+    assert "outputs not delivered" in log and "topic created" in log
+    keys = [r.key.decode() for r in decisions]
+    assert set(keys) == {a["id"] for a in second}
+    if delivery == "exactly_once":
+        assert len(keys) == len(second)
+    assert [r.value for r in dead] == [b"{not json"]
+    assert dead[0].headers["x-error-reason"] == b"not_json"
