@@ -98,6 +98,15 @@ def _article_from_object(
             InvalidReason.BAD_FIELD_TYPE,
             f"field {fields.id_field!r} is longer than {MAX_ID_CHARS} characters",
         )
+    try:
+        # JSON may escape a lone surrogate ("\ud800"), which no UTF-8 key or record can hold.
+        article_id.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return Invalid(
+            InvalidReason.BAD_FIELD_TYPE,
+            f"field {fields.id_field!r} is not valid Unicode text "
+            f"(a lone surrogate at character {e.start})",
+        )
     strings: dict[str, str | None] = {}
     for name in (
         fields.title_field,

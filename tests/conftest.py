@@ -148,3 +148,21 @@ def kafka_local(tmp_path: Path) -> Iterator[LocalBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+# -- fuzzing: how many inputs each fuzz test tried, printed at the end of the session ---------
+
+_FUZZ_INPUTS: list[tuple[str, int]] = []
+
+
+@pytest.fixture
+def record_fuzz_inputs(request: pytest.FixtureRequest) -> Callable[[int], None]:
+    """`record_fuzz_inputs(n)`: this test tried n inputs (shown in the session summary)."""
+    return lambda count: _FUZZ_INPUTS.append((request.node.nodeid, count))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _FUZZ_INPUTS:
+        terminalreporter.section("fuzzing")
+        for nodeid, count in _FUZZ_INPUTS:
+            terminalreporter.write_line(f"{nodeid}: {count:,} inputs tried")

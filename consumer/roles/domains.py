@@ -19,6 +19,23 @@ from indexstore import IndexStore
 
 CHANGELOG_POSITION = "changelog"
 _DOMAIN_PREFIX = "domain="
+# A domain names a directory, whose name the file system limits to 255 bytes.
+MAX_DOMAIN_NAME_BYTES = 200
+
+
+def domain_dir_name(domain: str) -> str:
+    """The directory of `domain`'s index; raises ValueError for a domain that cannot name one
+    (not Unicode text, or too long once percent-encoded)."""
+    try:
+        name = _DOMAIN_PREFIX + quote(domain, safe="", errors="strict")
+    except UnicodeEncodeError:
+        raise ValueError("is not valid Unicode text (a lone surrogate)") from None
+    if len(name) > MAX_DOMAIN_NAME_BYTES:
+        raise ValueError(
+            f"is too long for a dedup domain ({len(name)} bytes percent-encoded, "
+            f"at most {MAX_DOMAIN_NAME_BYTES})"
+        )
+    return name
 
 
 class DomainStores:
@@ -47,7 +64,7 @@ class DomainStores:
     def store(self, partition: int, domain: str) -> IndexStore:
         stores = self.open_partition(partition)
         if domain not in stores:
-            path = self.partition_dir(partition) / (_DOMAIN_PREFIX + quote(domain, safe=""))
+            path = self.partition_dir(partition) / domain_dir_name(domain)
             path.mkdir(parents=True, exist_ok=True)
             stores[domain] = open_index(self.config, str(path))
         return stores[domain]

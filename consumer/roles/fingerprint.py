@@ -22,8 +22,10 @@ from consumer.checkpoint import Checkpoint, dlq_headers
 from consumer.config import Config
 from consumer.logs import log_event
 from consumer.metrics import Metrics
+from consumer.parsing import Invalid, InvalidReason
 from consumer.pipeline import Message, Rejection
 from consumer.roles.common import RoleService
+from consumer.roles.domains import domain_dir_name
 from consumer.roles.wire import domain_partition, encode_fingerprinted
 
 log = logging.getLogger("newsdedup.roles.fingerprint")
@@ -63,18 +65,28 @@ class FingerprintStage:
         outcomes: list[Forward | Rejection] = []
         for message, result in zip(messages, analyzed, strict=True):
             if isinstance(result, Analyzed):
-                outcomes.append(Forward(message, result, self.domain_of(message)))
+                domain = self.domain_of(message)
+                if isinstance(domain, Invalid):
+                    outcomes.append(Rejection(message, domain))
+                else:
+                    outcomes.append(Forward(message, result, domain))
             else:
                 outcomes.append(Rejection(message, result))
         return FingerprintedBatch(outcomes, stage_seconds={"fingerprint": time.perf_counter() - t0})
 
-    def domain_of(self, message: Message) -> str:
-        """The article's domain field as text; "" (the default domain) when absent. The value
-        parsed, so a valid article, is JSON: this second parse costs little beside segmenting."""
+    def domain_of(self, message: Message) -> str | Invalid:
+        """The article's domain field as text; "" (the default domain) when absent; Invalid
+        when it cannot name a domain. The value parsed, so a valid article, is JSON: this
+        second parse costs little beside segmenting."""
         if not self.domain_field or message.value is None:
             return ""
         value = json.loads(message.value).get(self.domain_field)
-        return "" if value is None else str(value)
+        domain = "" if value is None else str(value)
+        try:
+            domain_dir_name(domain)
+        except ValueError as e:
+            return Invalid(InvalidReason.BAD_FIELD_TYPE, f"field {self.domain_field!r} {e}")
+        return domain
 
 
 class ForwardCheckpoint(Checkpoint):
