@@ -4,10 +4,12 @@ It knows fingerprints, event time and RocksDB; nothing of Kafka or of the servic
 """
 
 from indexstore.errors import (
+    IndexCorruptError,
     IndexFormatError,
     IndexLockedError,
     IndexStateError,
     IndexStoreError,
+    IndexWriteError,
 )
 from indexstore.layout import Layout, choose_layout
 from indexstore.model import (
@@ -23,6 +25,7 @@ from indexstore.store import Batch, IndexStore
 __all__ = [
     "ArticleRecord",
     "Batch",
+    "IndexCorruptError",
     "IndexFormatError",
     "IndexLockedError",
     "IndexOptions",
@@ -30,6 +33,7 @@ __all__ = [
     "IndexStats",
     "IndexStore",
     "IndexStoreError",
+    "IndexWriteError",
     "Layout",
     "Match",
     "SearchResult",

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from indexstore.errors import IndexFormatError
+from indexstore.errors import IndexCorruptError, IndexFormatError
 from indexstore.model import ArticleRecord
 
 FORMAT_VERSION = 3
@@ -92,7 +92,7 @@ def decode_meta(raw: bytes) -> Meta:
         doc = json.loads(raw)
         fmt = doc["format"]
     except (ValueError, KeyError, TypeError) as e:
-        raise IndexFormatError(f"unreadable index metadata ({e}); is this an index?") from e
+        raise IndexCorruptError(f"unreadable index metadata: {e}") from e
     if fmt != FORMAT_VERSION:
         raise IndexFormatError(
             f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}); "
@@ -107,7 +107,7 @@ def decode_meta(raw: bytes) -> Meta:
             int(doc["generation_ms"]),
         )
     except (ValueError, KeyError, TypeError) as e:
-        raise IndexFormatError(f"unreadable index metadata ({e}); is this an index?") from e
+        raise IndexCorruptError(f"unreadable index metadata: {e}") from e
 
 
 def encode_state(watermark_ms: int | None, next_seq: int, commits: int) -> bytes:
@@ -193,7 +193,7 @@ def encode_blob(simhashes: np.ndarray, seqs: np.ndarray) -> bytes:
 def decode_blob(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
     (n,) = struct.unpack_from("<I", raw)
     if len(raw) != 4 + 16 * n:
-        raise IndexFormatError("corrupt fingerprint blob; the index directory is damaged")
+        raise IndexCorruptError("a fingerprint blob has the wrong length")
     simhashes = np.frombuffer(raw, dtype="<u8", count=n, offset=4)
     seqs = np.frombuffer(raw, dtype="<u8", count=n, offset=4 + 8 * n)
     return simhashes, seqs

@@ -1,5 +1,9 @@
 """Errors raised by the index; each message says what to do about it."""
 
+from __future__ import annotations
+
+from pathlib import Path
+
 
 class IndexStoreError(Exception):
     """Base class of every error the index raises on purpose."""
@@ -11,6 +15,25 @@ class IndexLockedError(IndexStoreError):
 
 class IndexFormatError(IndexStoreError):
     """The directory was written with another format, k or segment width, or is no index."""
+
+
+class IndexCorruptError(IndexFormatError):
+    """The directory is damaged: RocksDB reports corruption, a file it needs is missing, or
+    stored bytes do not decode. Using it anyway could answer wrongly, so it is refused."""
+
+    def __init__(self, detail: str, path: Path | None = None) -> None:
+        self.detail = detail
+        self.path = path
+        where = "the index" if path is None else f"the index in {path}"
+        super().__init__(
+            f"{where} is damaged ({detail}); it cannot be used as it is: move the directory "
+            'aside and rebuild the index (README: "A damaged index")'
+        )
+
+
+class IndexWriteError(IndexStoreError):
+    """RocksDB refused a write (disk full, I/O error). Nothing of the refused write is in the
+    index; the directory holds every batch committed before it."""
 
 
 class IndexStateError(IndexStoreError):

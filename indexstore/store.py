@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import struct
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -20,10 +22,12 @@ import rocksdict
 from indexstore import encoding as enc
 from indexstore import snapshot
 from indexstore.errors import (
+    IndexCorruptError,
     IndexFormatError,
     IndexLockedError,
     IndexStateError,
     IndexStoreError,
+    IndexWriteError,
 )
 from indexstore.layout import Layout, choose_layout
 from indexstore.model import (
@@ -132,9 +136,11 @@ class IndexStore:
         self._read_only = read_only
         self._batch: Batch | None = None
         self._closed = True
+        self._errors = _RocksDBErrors(self._path)
         self._db = self._open_db(self._path, options, read_only)
         try:
-            self._load()
+            with self._errors:
+                self._load()
         except BaseException:
             self._db.close()
             raise
@@ -150,6 +156,8 @@ class IndexStore:
 
     def _open_db(self, path: Path, options: IndexOptions, read_only: bool) -> rocksdict.Rdict:
         exists = (path / "CURRENT").exists()
+        if not exists and any(path.glob("MANIFEST-*")):
+            raise IndexCorruptError("its CURRENT file is missing", path)
         if read_only and not exists:
             raise IndexFormatError(f"no index in {path}: the directory has no RocksDB database")
         if not exists and path.exists() and any(path.iterdir()):
@@ -166,12 +174,16 @@ class IndexStore:
                 return rocksdict.Rdict(str(path), opts, column_families=families)
             return rocksdict.Rdict(str(path), opts, column_families=families, access_type=access)
         except Exception as e:
-            if "lock" in str(e).lower():
+            # "Corruption: block checksum mismatch" mentions a lock too.
+            if "lock" in str(e).lower() and "Corruption" not in str(e):
                 raise IndexLockedError(
                     f"the index in {path} is in use by another process (RocksDB LOCK is held); "
                     "stop that process or use another state directory"
                 ) from e
-            raise IndexStoreError(f"cannot open the index in {path}: {e}") from e
+            error = _index_error(path, e)
+            if error is None:
+                raise IndexStoreError(f"cannot open the index in {path}: {e}") from e
+            raise error from e
 
     def _load(self) -> None:
         options = self._options
@@ -357,21 +369,25 @@ class IndexStore:
         gone = [g for g in self._groups if (g + 1) * group_ms <= before_ms]
         wb = rocksdict.WriteBatch(raw_mode=True)
         for sid in dropped:
-            seg = self._segments.pop(sid)
+            seg = self._segments[sid]
             if seg.group.id not in gone:
                 for begin, end in enc.segment_ranges(sid):
                     wb.delete_range(begin, end, seg.group.handle)
-        if not wb.is_empty():
-            self._db.write(wb)
-        for gid in gone:
-            group = self._groups.pop(gid)
-            # Our references keep the column family alive; release them before dropping.
-            del group.cf, group.handle
-            self._db.drop_column_family(enc.group_cf(gid))
-        for gen in [g for g in self._generations if (g + 1) * gen_ms <= before_ms]:
-            del self._generations[gen]
-            self._gen_order = self._generation_order()
-            self._db.drop_column_family(enc.articles_cf(gen))
+        with self._errors:
+            if not wb.is_empty():
+                self._db.write(wb)
+            # Segments leave the caches only once their range deletions are durable.
+            for sid in dropped:
+                del self._segments[sid]
+            for gid in gone:
+                group = self._groups.pop(gid)
+                # Our references keep the column family alive; release them before dropping.
+                del group.cf, group.handle
+                self._db.drop_column_family(enc.group_cf(gid))
+            for gen in [g for g in self._generations if (g + 1) * gen_ms <= before_ms]:
+                del self._generations[gen]
+                self._gen_order = self._generation_order()
+                self._db.drop_column_family(enc.articles_cf(gen))
         self._tables.drop_segments(dropped)
         return dropped
 
@@ -408,11 +424,12 @@ class IndexStore:
     def _read_record(self, article_id: str) -> tuple[ArticleRecord, int | None, int] | None:
         """(record, row seq, generation) from the committed article table."""
         key = article_id.encode()
-        for gen, cf in self._gen_order:
-            raw = cf.get(key)
-            if raw is not None:
-                record, seq = enc.decode_record(article_id, raw)
-                return record, seq, gen
+        with self._errors:
+            for gen, cf in self._gen_order:
+                raw = cf.get(key)
+                if raw is not None:
+                    record, seq = enc.decode_record(article_id, raw)
+                    return record, seq, gen
         return None
 
     def _read_records(
@@ -421,18 +438,19 @@ class IndexStore:
         """Batched `_read_record`: one multi-get per live generation."""
         found: dict[str, tuple[ArticleRecord, int | None, int]] = {}
         pending = list(dict.fromkeys(article_ids))
-        for gen, cf in self._gen_order:
-            if not pending:
-                break
-            raws = cf.get([a.encode() for a in pending])
-            missing = []
-            for article_id, raw in zip(pending, raws, strict=True):
-                if raw is None:
-                    missing.append(article_id)
-                else:
-                    record, seq = enc.decode_record(article_id, raw)
-                    found[article_id] = (record, seq, gen)
-            pending = missing
+        with self._errors:
+            for gen, cf in self._gen_order:
+                if not pending:
+                    break
+                raws = cf.get([a.encode() for a in pending])
+                missing = []
+                for article_id, raw in zip(pending, raws, strict=True):
+                    if raw is None:
+                        missing.append(article_id)
+                    else:
+                        record, seq = enc.decode_record(article_id, raw)
+                        found[article_id] = (record, seq, gen)
+                pending = missing
         return found
 
     def _resolve_rows(self, rows: np.ndarray) -> list[str | None]:
@@ -447,11 +465,12 @@ class IndexStore:
             keys.append(enc.row_key(sid, seq))
             if seg is not None:
                 by_group[seg.group.id].append(i)
-        for gid, positions in by_group.items():
-            raws = self._groups[gid].cf.get([keys[i] for i in positions])
-            for i, raw in zip(positions, raws, strict=True):
-                if raw is not None:
-                    ids[i] = raw.decode()
+        with self._errors:
+            for gid, positions in by_group.items():
+                raws = self._groups[gid].cf.get([keys[i] for i in positions])
+                for i, raw in zip(positions, raws, strict=True):
+                    if raw is not None:
+                        ids[i] = raw.decode()
         return ids
 
     def _segment_for_write(self, sid: int) -> _Segment:
@@ -463,8 +482,9 @@ class IndexStore:
                 name = enc.group_cf(gid)
                 # Creating a column family is durable on its own; after a crash an empty
                 # group may remain, which holds nothing and is expired like any other.
-                cf = self._db.create_column_family(name, self._rocksdb_opts)
-                handle = self._db.get_column_family_handle(name)
+                with self._errors:
+                    cf = self._db.create_column_family(name, self._rocksdb_opts)
+                    handle = self._db.get_column_family_handle(name)
                 group = self._groups[gid] = _Group(gid, cf, handle)
             seg = self._segments[sid] = _Segment(sid, group)
         return seg
@@ -472,8 +492,10 @@ class IndexStore:
     def _generation_for_write(self, gen: int) -> object:
         if gen not in self._generations:
             name = enc.articles_cf(gen)
-            cf = self._db.create_column_family(name, self._rocksdb_opts)
-            self._generations[gen] = (cf, self._db.get_column_family_handle(name))
+            with self._errors:
+                cf = self._db.create_column_family(name, self._rocksdb_opts)
+                handle = self._db.get_column_family_handle(name)
+            self._generations[gen] = (cf, handle)
             self._gen_order = self._generation_order()
         return self._generations[gen][1]
 
@@ -707,7 +729,8 @@ class Batch:
                 wb.put(enc.row_key(sid, seq), article_id.encode(), handle)
             if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
                 # Fold the segment's older blobs into this one: O(segment), read back from disk.
-                old = [enc.decode_blob(raw) for raw in seg.group.cf.get(seg.blobs)]
+                with store._errors:
+                    old = [enc.decode_blob(raw) for raw in seg.group.cf.get(seg.blobs)]
                 fps = np.concatenate([f for f, _ in old] + [fps])
                 seqs = np.concatenate([q for _, q in old] + [seqs])
                 for key in seg.blobs:
@@ -728,10 +751,11 @@ class Batch:
             wb.put(enc.position_key(key), enc.encode_u64(offset))
         wb.put(enc.STATE_KEY, enc.encode_state(self._watermark, self._next_seq, commit_no))
         try:
-            store._db.write(wb)
-        except Exception as e:
+            with store._errors:
+                store._db.write(wb)
+        except BaseException:
             self._close()
-            raise IndexStoreError(f"writing the batch to RocksDB failed: {e}") from e
+            raise
         # Durable: now bring the caches in line.
         for sid, _ in self._dead_rows:
             seg = store._segments.get(sid)
@@ -840,3 +864,60 @@ def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:
     rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
     keep = np.sort(order[rank < limit])
     return Hits(hits.query[keep], hits.row[keep], hits.distance[keep])
+
+
+class _RocksDBErrors:
+    """`with store._errors:` turns what RocksDB raises (plain Exceptions carrying its status
+    text) and stored bytes that do not decode into the index's own errors, which name the
+    directory and what to do. Other exceptions pass unchanged."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, IndexCorruptError) and exc.path is None:
+            raise IndexCorruptError(exc.detail, self.path) from exc
+        error = _index_error(self.path, exc)
+        if error is not None:
+            raise error from exc
+
+
+def _index_error(path: Path, e: BaseException) -> IndexStoreError | None:
+    """The index's error for what RocksDB (or decoding its bytes) raised, or None when `e`
+    came from elsewhere."""
+    if isinstance(e, struct.error | ValueError):
+        return IndexCorruptError(f"a stored value does not decode: {e}", path)
+    if type(e) is not Exception:  # rocksdict raises exactly Exception; anything else is ours
+        return None
+    detail = " ".join(str(e).split())  # RocksDB's messages span lines; errors are one line
+    if "Corruption" in detail:
+        return IndexCorruptError(f"RocksDB: {detail}", path)
+    if "No space left on device" in detail or "NoSpace" in detail:
+        try:
+            free = f"{shutil.disk_usage(path).free:,} bytes free"
+        except OSError:
+            free = "free space unknown"
+        return IndexWriteError(
+            f"the index in {path} cannot be written: its filesystem is full ({free}; RocksDB: "
+            f"{detail}). Nothing of the refused write is in the index: free space there, then "
+            "reopen the index (restart the service); it continues from its last committed batch"
+        )
+    if "IO error" in detail:
+        return IndexWriteError(
+            f"RocksDB failed to read or write the index in {path} (RocksDB: {detail}); check "
+            "the disk and the directory's permissions, then reopen the index (restart the "
+            "service): it continues from its last committed batch"
+        )
+    return IndexStoreError(f"RocksDB failed on the index in {path}: {detail}")

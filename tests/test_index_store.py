@@ -13,6 +13,7 @@ import rocksdict
 
 from indexstore import (
     ArticleRecord,
+    IndexCorruptError,
     IndexFormatError,
     IndexLockedError,
     IndexOptions,
@@ -323,3 +324,53 @@ def test_a_query_considers_a_bounded_number_of_the_closest_entries(tmp_path: Pat
     assert len(ids) == MAX_HITS_PER_QUERY
     assert ids[:5] == [f"a{i}" for i in range(n - 5, n)]  # distance 0 first
     assert ids[5:] == [f"a{i}" for i in range(MAX_HITS_PER_QUERY - 5)]  # then the earliest
+
+
+def _flip_middle(path: Path, length: int = 32) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    for i in range(middle, min(middle + length, len(data))):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def _damage_state_key(path: Path) -> None:
+    from indexstore import encoding as enc
+
+    opts = rocksdict.Options(raw_mode=True)
+    families = {n: opts for n in rocksdict.Rdict.list_cf(str(path)) if n != "default"}
+    db = rocksdict.Rdict(str(path), opts, column_families=families)
+    db.put(enc.STATE_KEY, b"not a state")
+    db.close()
+
+
+DAMAGES = {
+    "CURRENT garbled": lambda d: (d / "CURRENT").write_text("garbage\n"),
+    "CURRENT missing": lambda d: (d / "CURRENT").unlink(),
+    "MANIFEST bytes flipped": lambda d: _flip_middle(next(d.glob("MANIFEST-*"))),
+    "every SST's bytes flipped": lambda d: [_flip_middle(p) for p in d.glob("*.sst")],
+    "an SST missing": lambda d: max(d.glob("*.sst"), key=lambda p: p.stat().st_size).unlink(),
+    "our state record garbled": _damage_state_key,
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_directory_is_refused_with_one_line_naming_it(
+    tmp_path: Path, damage: str
+) -> None:
+    with open_store(tmp_path) as store, store.begin() as batch:
+        for i in range(2000):
+            batch.put(rec(f"a{i}", spread(i), NOW - i))
+    assert list(tmp_path.glob("*.sst")), "closing flushes the memtables: SSTs to damage"
+    DAMAGES[damage](tmp_path)
+
+    def use() -> None:
+        with open_store(tmp_path) as store:
+            for i in range(2000):
+                store.get(f"a{i}")
+
+    with pytest.raises(IndexCorruptError) as raised:
+        use()
+    message = str(raised.value)
+    assert str(tmp_path) in message and "\n" not in message
+    assert "move the directory aside and rebuild" in message
