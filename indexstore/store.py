@@ -272,6 +272,9 @@ class IndexStore:
             self._batch.abort()
         if not self._read_only:
             try:
+                if self._errors.raised is not None:
+                    # After a failed write only RocksDB is trusted: the next open rebuilds.
+                    raise OSError("a write failed")
                 snapshot.save(self._tables, self._path, self._tag())
             except OSError:
                 # Only a faster reopen is lost: without a snapshot the tables are rebuilt.
@@ -282,7 +285,14 @@ class IndexStore:
         self._groups.clear()
         self._generations.clear()
         self._gen_order = []
-        self._db.close()
+        try:
+            with self._errors:
+                self._db.close()
+        except IndexStoreError:
+            # RocksDB repeats at close the error that stopped an earlier call, which was
+            # raised then; only a new one is news.
+            if self._errors.raised is None:
+                raise
 
     def __enter__(self) -> IndexStore:
         return self
@@ -871,10 +881,11 @@ class _RocksDBErrors:
     text) and stored bytes that do not decode into the index's own errors, which name the
     directory and what to do. Other exceptions pass unchanged."""
 
-    __slots__ = ("path",)
+    __slots__ = ("path", "raised")
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.raised: IndexStoreError | None = None  # the first error translated
 
     def __enter__(self) -> None:
         return None
@@ -888,9 +899,12 @@ class _RocksDBErrors:
         if exc is None:
             return
         if isinstance(exc, IndexCorruptError) and exc.path is None:
-            raise IndexCorruptError(exc.detail, self.path) from exc
-        error = _index_error(self.path, exc)
+            error: IndexStoreError | None = IndexCorruptError(exc.detail, self.path)
+        else:
+            error = _index_error(self.path, exc)
         if error is not None:
+            if self.raised is None:
+                self.raised = error
             raise error from exc
 
 

@@ -1,0 +1,160 @@
+"""Faults of the index's disk against a real `newsdedup run` and the real broker: the state
+filesystem filling up mid-feed, and a damaged state directory."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from service_support import (
+    ServiceProcess,
+    Topics,
+    committed_offsets,
+    produce,
+    read_all,
+    wait_until,
+)
+from test_service_faults import corpus_feed
+
+from consumer.config import IndexConfig
+from consumer.state import index_options
+from indexstore import IndexStore
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+FEED_ARTICLES = 3000
+# Small enough to fill in a moment, large enough for the first half of the feed.
+FS_SIZE = "48m"
+# The index's memtables flush every 2 MiB, so a full disk is met by flushes as well as by the
+# write-ahead log, and the test does not wait for a large memtable to fill.
+INDEX_MEMORY = "16MiB"
+# The options ServiceProcess runs with, so opening the index here compares like with like.
+OPTIONS = index_options(IndexConfig(segment="30d", retention="36500d", memory=INDEX_MEMORY))
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of FS_SIZE: a filesystem the test can fill without touching anyone else's."""
+    mountpoint = tmp_path / "fs"
+    mountpoint.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={FS_SIZE},mode=0700", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs needs root (CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "--lazy", str(mountpoint)], check=True)
+
+
+def fill(mountpoint: Path, name: str = "filler") -> Path:
+    """Write zeros until the filesystem refuses; returns the file to delete to free it."""
+    filler = mountpoint / name
+    chunk = bytes(1 << 20)
+    with filler.open("wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(chunk)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+                chunk = chunk[: len(chunk) // 2]
+                if not chunk:
+                    return filler
+
+
+@pytest.fixture
+def topics(new_topic) -> Topics:
+    return Topics(new_topic("in", partitions=3), new_topic("out", 3), new_topic("dlq"))
+
+
+@pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
+def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
+    kafka_bootstrap, topics, tmp_path, small_fs, delivery
+):
+    feed = corpus_feed(FEED_ARTICLES)
+    ids = {a["id"] for a in feed}
+    half = len(feed) // 2
+    state = small_fs / "state"
+    group = f"diskfull-{delivery}"
+    service = ServiceProcess(
+        kafka_bootstrap,
+        topics,
+        state,
+        tmp_path / "svc.log",
+        group_id=group,
+        delivery=delivery,
+        index_memory=INDEX_MEMORY,
+    )
+    produce(kafka_bootstrap, topics.input, feed[:half])
+    with service:
+        read_all(kafka_bootstrap, topics.output, expected=half, timeout=180, service=service)
+        filler = fill(small_fs)
+        produce(kafka_bootstrap, topics.input, feed[half:])
+        wait_until(lambda: not service.running(), 120, what="the service to stop on the full disk")
+        code = service.process.wait()
+    log = service.log()
+    assert code == 2, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    errors = [line for line in log.splitlines() if line.startswith("newsdedup: error:")]
+    assert len(errors) == 1 and "its filesystem is full" in errors[0], log[-3000:]
+    assert str(state) in errors[0]
+
+    # Nothing committed beyond what the index holds, and nothing published beyond what is
+    # committed: every committed offset is at or below the index's own input position.
+    with IndexStore.open(state, OPTIONS, read_only=True) as store:
+        positions = store.positions()
+    committed = committed_offsets(kafka_bootstrap, group, topics.input, 3)
+    for partition, offset in enumerate(committed):
+        assert offset <= positions.get(f"{topics.input}/{partition}", 0), (committed, positions)
+    assert sum(committed) < len(feed), "the full disk was met before the feed's end"
+    if delivery == "exactly_once":
+        visible = read_all(kafka_bootstrap, topics.output, expected=0, timeout=30, settle=3.0)
+        assert len(visible) == sum(committed)
+
+    # Restarted while the disk is still full (closing may have released a little of it):
+    # the same one line, not a crash loop of tracebacks.
+    more = fill(small_fs, "filler-2")
+    service.start()
+    wait_until(lambda: not service.running(), 120, what="the restart to stop on the full disk")
+    assert service.process.wait() == 2
+    assert service.log().count("its filesystem is full") >= 2
+    assert "Traceback" not in service.log()
+
+    filler.unlink()
+    more.unlink()
+    with service:
+        records = read_all(
+            kafka_bootstrap,
+            topics.output,
+            expected=len(feed),
+            timeout=300,
+            settle=5.0,
+            service=service,
+        )
+        assert service.stop() == 0, service.log()[-3000:]
+
+    decisions: dict[str, list[dict]] = {}
+    for r in records:
+        d = r.json()
+        decisions.setdefault(d["id"], []).append(d)
+    assert set(decisions) == ids, f"{len(ids - set(decisions))} articles have no decision"
+    if delivery == "exactly_once":
+        doubled = [i for i, ds in decisions.items() if len(ds) > 1]
+        assert not doubled, f"{len(doubled)} articles decided more than once, e.g. {doubled[:3]}"
+    else:
+        changed = [i for i, ds in decisions.items() if any(d != ds[0] for d in ds)]
+        assert not changed, f"re-emitted decisions differ, e.g. {decisions[changed[0]]}"
+    with IndexStore.open(state, OPTIONS) as store:
+        assert store.stats().articles == len(ids)
+        for article_id in ids:
+            record = store.get(article_id)
+            assert record is not None
+            assert record.decision == decisions[article_id][0]["decision"]
+            assert record.cluster_id == decisions[article_id][0]["cluster_id"]
