@@ -12,7 +12,7 @@ import sys
 
 from consumer import __version__
 from consumer.errors import NewsdedupError
-from indexstore.errors import IndexStoreError
+from indexstore.errors import IndexCorruptError, IndexStoreError
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except IndexCorruptError as e:
+        from consumer.state import damaged_index_message
+
+        print(f"newsdedup: error: {damaged_index_message(e)}", file=sys.stderr)
+        return 2
     except (NewsdedupError, IndexStoreError) as e:
         print(f"newsdedup: error: {e}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from consumer.config import IndexConfig, parse_duration_ms, parse_size_bytes
 from consumer.logs import log_event
-from indexstore import IndexOptions, IndexStore
+from indexstore import IndexCorruptError, IndexOptions, IndexStore
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +53,27 @@ def ensure_private_dir(directory: Path) -> None:
         return
     # mkdir's mode is filtered by the umask, which may be stricter or odd; set it exactly.
     os.chmod(directory, STATE_DIR_MODE)
+
+
+def damaged_index_message(error: IndexCorruptError) -> str:
+    """The line the CLI prints for a damaged index: the directory, and how this project
+    rebuilds it, which depends on the role that owns it (the library cannot know)."""
+    path = error.path
+    if path is None:
+        return str(error)
+    damaged = f"the index in {path} is damaged ({error.detail})"
+    partition = path.parent
+    if partition.name.startswith("partition-") and path.name.startswith("domain="):
+        # A restore starts at the lowest position of the partition's remaining domains, so
+        # moving one domain aside would skip that domain's older records.
+        return (
+            f"{damaged}. Stop the decide instance, move the whole partition directory aside "
+            f"(mv {partition} {partition}.damaged) and start it again: it restores "
+            f"{partition.name} from the changelog before deciding it "
+            '(README: "A damaged index")'
+        )
+    return (
+        f"{damaged}. Stop the service, move the directory aside (mv {path} {path}.damaged), "
+        f"rebuild it with `newsdedup index rebuild --from-feed --state {path}` and start the "
+        'service again (README: "A damaged index")'
+    )

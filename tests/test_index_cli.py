@@ -71,6 +71,26 @@ def test_not_an_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert err.startswith("newsdedup: error: no index in") and err.count("\n") == 1
 
 
+def test_a_damaged_index_names_the_recovery_of_its_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The single-process index is rebuilt from the feed; a decide role's domain index by
+    moving its whole partition aside, which the owner then restores from the changelog."""
+    domain = tmp_path / "decide" / "partition-4" / "domain=news"
+    for directory, recovery in (
+        (tmp_path / "all", f"newsdedup index rebuild --from-feed --state {tmp_path / 'all'}"),
+        (domain, f"mv {domain.parent} {domain.parent}.damaged"),
+    ):
+        directory.mkdir(parents=True)
+        with IndexStore.open(directory, IndexOptions(memory_bytes=8 << 20)):
+            pass
+        (directory / "CURRENT").write_text("damaged\n")
+        assert main(["index", "stats", "--state", str(directory)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"newsdedup: error: the index in {directory} is damaged")
+        assert recovery in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize(("k", "hours"), [(3, 72), (10, 300)])
 def test_bench_index_is_exact(k: int, hours: int, capsys: pytest.CaptureFixture[str]) -> None:
     # Small, but through the real store: planted neighbours found, brute force agrees, and a

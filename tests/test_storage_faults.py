@@ -1,5 +1,5 @@
 """Faults of the index's disk against a real `newsdedup run` and the real broker: the state
-filesystem filling up mid-feed, and a damaged state directory."""
+filesystem filling up mid-feed, and a damaged state directory rebuilt from the feed."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from service_support import (
+    NEWSDEDUP,
     ServiceProcess,
     Topics,
     committed_offsets,
@@ -158,3 +159,103 @@ def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
             assert record is not None
             assert record.decision == decisions[article_id][0]["decision"]
             assert record.cluster_id == decisions[article_id][0]["cluster_id"]
+
+
+def flip_bytes(path: Path, length: int = 64) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    for i in range(middle, min(middle + length, len(data))):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def newsdedup(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [NEWSDEDUP, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_damaged_state_is_refused_with_one_line_and_rebuilt_from_the_feed(
+    kafka_bootstrap, new_topic, tmp_path
+):
+    """One input partition, so the replay sees the articles in the service's own order and
+    must rebuild exactly the records behind the published decisions."""
+    topics = Topics(new_topic("in"), new_topic("out"), new_topic("dlq"))
+    feed = corpus_feed(2000)
+    first, later = feed[:1500], feed[1500:]
+    reposts = [{**a, "id": f"repost-{a['id']}"} for a in first[::15]]
+    state = tmp_path / "state"
+    service = ServiceProcess(
+        kafka_bootstrap,
+        topics,
+        state,
+        tmp_path / "svc.log",
+        group_id="damaged",
+        delivery="exactly_once",
+    )
+    produce(kafka_bootstrap, topics.input, first)
+    with service:
+        records = read_all(
+            kafka_bootstrap, topics.output, expected=len(first), timeout=180, service=service
+        )
+        assert service.stop() == 0, service.log()[-3000:]
+    published = {r.json()["id"]: r.json() for r in records}
+    assert len(published) == len(records) == len(first)
+
+    ssts = list(state.glob("*.sst"))
+    assert ssts, "a clean stop flushes the index into SST files"
+    for sst in ssts:
+        flip_bytes(sst)
+
+    stats = newsdedup("index", "stats", "--state", str(state), env=service.env)
+    assert stats.returncode == 2, stats.stderr
+    lines = stats.stderr.splitlines()
+    assert len(lines) == 1, stats.stderr
+    assert lines[0].startswith(f"newsdedup: error: the index in {state} is damaged")
+    assert f"newsdedup index rebuild --from-feed --state {state}" in lines[0]
+
+    service.start()
+    wait_until(lambda: not service.running(), 120, what="the service to refuse the index")
+    assert service.process.wait() == 2
+    log = service.log()
+    assert "Traceback" not in log, log[-3000:]
+    errors = [line for line in log.splitlines() if line.startswith("newsdedup: error:")]
+    assert errors == [lines[0]], log[-3000:]
+
+    # The recovery README.md describes for the default role.
+    state.rename(tmp_path / "state.damaged")
+    rebuilt = newsdedup("index", "rebuild", "--from-feed", "--state", str(state), env=service.env)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "warning" not in rebuilt.stderr, rebuilt.stderr
+    with IndexStore.open(state, OPTIONS) as store:
+        assert store.stats().articles == len(first)
+        for article_id, decision in published.items():
+            record = store.get(article_id)
+            assert record is not None, article_id
+            assert (record.decision, record.cluster_id, record.matched_id) == (
+                decision["decision"],
+                decision["cluster_id"],
+                decision["matched_id"],
+            )
+
+    # The service continues from its committed offsets: nothing decided twice, and reposts of
+    # articles decided before the damage are found in the rebuilt index.
+    produce(kafka_bootstrap, topics.input, later + reposts)
+    with service:
+        records = read_all(
+            kafka_bootstrap,
+            topics.output,
+            expected=len(feed) + len(reposts),
+            timeout=180,
+            settle=5.0,
+            service=service,
+        )
+        assert service.stop() == 0, service.log()[-3000:]
+    ids = [r.json()["id"] for r in records]
+    assert sorted(ids) == sorted(a["id"] for a in feed + reposts)
+    decisions = {r.json()["id"]: r.json() for r in records}
+    for repost in reposts:
+        original = published[repost["id"].removeprefix("repost-")]
+        decided = decisions[repost["id"]]
+        assert decided["decision"] == "duplicate", (decided, original)
+        assert decided["cluster_id"] == original["cluster_id"]

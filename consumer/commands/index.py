@@ -1,5 +1,6 @@
 """`newsdedup index stats|get|expire --state DIR`: inspect and expire the index on disk;
-`newsdedup index rebuild`: restore the decide role's indexes from the changelog."""
+`newsdedup index rebuild`: restore the decide role's indexes from the changelog, or
+(`--from-feed`) the single-process index from the retained feed."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
-from consumer.config import parse_duration_ms
+from consumer.config import Config, parse_duration_ms
 from consumer.errors import InputError
 from consumer.parsing import format_time_ms, parse_event_time_ms
 from indexstore import IndexStore
@@ -51,11 +53,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     rebuild = sub.add_parser(
         "rebuild",
-        help="restore the decide role's indexes from the changelog topic",
+        help="restore the decide role's indexes from the changelog topic, or with --from-feed "
+        "the single-process index from the retained feed",
         description="What `run --role decide` does before it owns a partition: replay the "
         "changelog partition into <state>/partition-N/, from the position the local indexes "
         "already cover (an empty directory: from the start). Needs the partition's indexes "
-        "to itself: run it where no decide instance owns them.",
+        "to itself: run it where no decide instance owns them. With --from-feed, for `run` "
+        "(--role all): decide the input topic again, from its earliest retained offsets up to "
+        "the group's committed offsets, into an empty directory, publishing nothing; the "
+        "service then continues from its committed offsets. Stop the service first.",
+    )
+    rebuild.add_argument(
+        "--from-feed",
+        action="store_true",
+        help="rebuild the single-process index by replaying the retained input topic",
     )
     rebuild.add_argument("--config", metavar="FILE", help="configuration file (TOML)")
     rebuild.add_argument(
@@ -136,6 +147,10 @@ def run_rebuild(args: argparse.Namespace) -> int:
     from consumer.roles.domains import DomainStores
 
     config = load_config(args.config)
+    if args.from_feed:
+        if args.partition:
+            raise InputError("--partition names changelog partitions: not with --from-feed")
+        return _rebuild_from_feed(config, Path(args.state or config.index.path))
     topic = config.scaleout.changelog_topic
     count = topic_partitions(AdminClient(admin_config(config.kafka)), topic)
     if count is None:
@@ -156,4 +171,43 @@ def run_rebuild(args: argparse.Namespace) -> int:
                 f"{result.start_offset:,}, {result.applied:,} applied, "
                 f"{result.seconds:.1f} s ({result.per_second:,.0f}/s)"
             )
+    return 0
+
+
+def _rebuild_from_feed(config: Config, directory: Path) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    from consumer.kafka_clients import admin_config, topic_partitions
+    from consumer.replay import replay_feed
+    from consumer.state import open_index
+
+    if directory.exists() and any(directory.iterdir()):
+        raise InputError(
+            f"{directory} is not empty: rebuild into an empty directory (move a damaged index "
+            f"aside first: mv {directory} {directory}.damaged)"
+        )
+    topic = config.kafka.input_topic
+    partitions = topic_partitions(AdminClient(admin_config(config.kafka)), topic)
+    if partitions is None:
+        raise InputError(f"the input topic {topic!r} does not exist")
+
+    def progress(done: int, left: int) -> None:
+        print(f"\r{done:,} messages replayed, {left:,} left", end="", file=sys.stderr)
+
+    with open_index(config.index, str(directory)) as store:
+        result = replay_feed(config, store, partitions, progress)
+        articles = store.stats().articles
+    print(file=sys.stderr)
+    for p in result.partitions:
+        print(f"partition {p.partition}: offsets {p.start:,} to {p.end:,} replayed")
+    print(
+        f"{directory}: {articles:,} articles from {result.messages:,} messages of {topic!r}, "
+        f"{result.seconds:.1f} s; the service continues from the group's committed offsets"
+    )
+    if result.lost:
+        print(
+            f"newsdedup: warning: {result.lost:,} messages of {topic!r} are no longer retained; "
+            "later duplicates of their articles will not be found",
+            file=sys.stderr,
+        )
     return 0
