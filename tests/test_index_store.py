@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -374,3 +375,42 @@ def test_a_damaged_directory_is_refused_with_one_line_naming_it(
     message = str(raised.value)
     assert str(tmp_path) in message and "\n" not in message
     assert "move the directory aside and rebuild" in message
+
+
+# Commits batches of 300 articles and exits without closing, as a killed process leaves the
+# index: every batch is in the write-ahead log only.
+UNCLOSED_WRITER = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from test_index_store import open_store, rec, spread, NOW
+store = open_store(__import__("pathlib").Path(sys.argv[1]))
+for b in range(10):
+    with store.begin() as batch:
+        for i in range(b * 300, (b + 1) * 300):
+            batch.put(rec(f"a{i}", spread(i), NOW, bytes(16)))
+os._exit(0)
+"""
+
+
+def _unclosed_index(path: Path) -> Path:
+    """The write-ahead log of an index whose writer died after 10 batches of 300."""
+    subprocess.run(
+        [sys.executable, "-c", UNCLOSED_WRITER, str(path), str(Path(__file__).parent)],
+        check=True,
+    )
+    (log,) = path.glob("*.log")
+    return log
+
+
+def test_a_torn_last_record_of_the_log_is_tolerated(tmp_path: Path) -> None:
+    log = _unclosed_index(tmp_path)
+    os.truncate(log, log.stat().st_size - 1000)
+    with open_store(tmp_path) as store:
+        assert store.stats().articles == 9 * 300
+
+
+def test_a_damaged_record_before_the_end_of_the_log_is_refused(tmp_path: Path) -> None:
+    # The default recovery would silently keep the first batches only.
+    _flip_middle(_unclosed_index(tmp_path))
+    with pytest.raises(IndexCorruptError, match="checksum mismatch"):
+        open_store(tmp_path)
