@@ -33,7 +33,9 @@ class IndexCorruptError(IndexFormatError):
 
 class IndexWriteError(IndexStoreError):
     """RocksDB refused a write (disk full, I/O error). Nothing of the refused write is in the
-    index; the directory holds every batch committed before it."""
+    index; the directory holds every batch committed before it. Close the store and reopen it
+    once the cause is gone; to reopen in the same process, drop the error first: its traceback
+    holds the failed call's RocksDB handles, which keep the directory locked."""
 
 
 class IndexStateError(IndexStoreError):

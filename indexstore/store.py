@@ -278,7 +278,7 @@ class IndexStore:
             self._batch.abort()
         if not self._read_only:
             try:
-                if self._errors.raised is not None:
+                if self._errors.failed:
                     # After a failed write only RocksDB is trusted: the next open rebuilds.
                     raise OSError("a write failed")
                 snapshot.save(self._tables, self._path, self._tag())
@@ -297,7 +297,7 @@ class IndexStore:
         except IndexStoreError:
             # RocksDB repeats at close the error that stopped an earlier call, which was
             # raised then; only a new one is news.
-            if self._errors.raised is None:
+            if not self._errors.failed:
                 raise
 
     def __enter__(self) -> IndexStore:
@@ -887,11 +887,13 @@ class _RocksDBErrors:
     text) and stored bytes that do not decode into the index's own errors, which name the
     directory and what to do. Other exceptions pass unchanged."""
 
-    __slots__ = ("path", "raised")
+    __slots__ = ("failed", "path")
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.raised: IndexStoreError | None = None  # the first error translated
+        # Whether an error was translated. Not the error itself: its traceback holds frames
+        # whose column family handles would keep the database, and its lock, alive.
+        self.failed = False
 
     def __enter__(self) -> None:
         return None
@@ -908,10 +910,16 @@ class _RocksDBErrors:
             error: IndexStoreError | None = IndexCorruptError(exc.detail, self.path)
         else:
             error = _index_error(self.path, exc)
-        if error is not None:
-            if self.raised is None:
-                self.raised = error
+        if error is None:
+            return
+        self.failed = True
+        try:
             raise error from exc
+        finally:
+            # This frame would hold the error that holds this frame: a cycle that keeps the
+            # failed call's column family handles, and so the database's lock, until the
+            # garbage collector runs; a reopen in this process would find the lock held.
+            del error, exc, tb
 
 
 def _index_error(path: Path, e: BaseException) -> IndexStoreError | None:

@@ -6,6 +6,7 @@ Kafka: one real broker per test session, started on free ports through scripts/k
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -148,6 +149,49 @@ def kafka_local(tmp_path: Path) -> Iterator[LocalBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+# -- a filesystem of a test's own, to fill -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SmallFilesystem:
+    """A tmpfs of its own, so a test can fill a filesystem without touching anyone else's."""
+
+    path: Path
+
+    def fill(self, name: str = "filler") -> Path:
+        """Write zeros until the filesystem refuses; returns the file to delete to free it."""
+        filler = self.path / name
+        chunk = bytes(1 << 20)
+        with filler.open("wb", buffering=0) as f:
+            while chunk:
+                try:
+                    f.write(chunk)
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC, e
+                    chunk = chunk[: len(chunk) // 2]
+        return filler
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[SmallFilesystem]:
+    """A 48 MiB tmpfs, unmounted after the test. Mounting needs root (CAP_SYS_ADMIN): without
+    it the test is skipped, saying so."""
+    mountpoint = tmp_path / "fs"
+    mountpoint.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs needs root (CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    try:
+        yield SmallFilesystem(mountpoint)
+    finally:
+        subprocess.run(["umount", "--lazy", str(mountpoint)], check=True)
 
 
 # -- fuzzing: how many inputs each fuzz test tried, printed at the end of the session ---------

@@ -21,6 +21,7 @@ from indexstore import (
     IndexStateError,
     IndexStore,
     IndexStoreError,
+    IndexWriteError,
     snapshot,
 )
 from indexstore.tables import SearchTables
@@ -414,3 +415,40 @@ def test_a_damaged_record_before_the_end_of_the_log_is_refused(tmp_path: Path) -
     _flip_middle(_unclosed_index(tmp_path))
     with pytest.raises(IndexCorruptError, match="checksum mismatch"):
         open_store(tmp_path)
+
+
+def test_a_full_disk_refuses_the_write_and_keeps_every_committed_batch(small_fs) -> None:
+    path = small_fs.path / "state"
+    store = open_store(path)
+    committed = 0
+
+    def commit_batch() -> None:
+        nonlocal committed
+        with store.begin() as batch:
+            for i in range(committed, committed + 500):
+                batch.put(rec(f"a{i}", spread(i), NOW, bytes(16)))
+        committed += 500
+
+    for _ in range(3):
+        commit_batch()
+    filler = small_fs.fill()
+    with pytest.raises(IndexWriteError) as raised:
+        # RocksDB may have room left in the log it preallocated: a few more batches fit.
+        for _ in range(100):
+            commit_batch()
+    message = str(raised.value)
+    # The error's traceback holds the failed commit's frames, whose column family handles
+    # keep the database (and its lock) open while anything holds the error.
+    del raised
+    assert f"the index in {path} cannot be written: its filesystem is full" in message
+    assert "\n" not in message
+    store.close()  # repeats nothing of the refusal: it was raised once already
+    with pytest.raises(IndexWriteError, match="its filesystem is full"):
+        open_store(path)  # opening writes a new log and manifest
+    filler.unlink()
+    # Reopened in the same process: the failed store released its lock.
+    with open_store(path) as store:
+        assert store.stats().articles == committed
+        commit_batch()
+    with open_store(path) as store:
+        assert store.stats().articles == committed

@@ -3,9 +3,7 @@ filesystem filling up mid-feed, and a damaged state directory rebuilt from the f
 
 from __future__ import annotations
 
-import errno
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,47 +25,11 @@ from indexstore import IndexStore
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 FEED_ARTICLES = 3000
-# Small enough to fill in a moment, large enough for the first half of the feed.
-FS_SIZE = "48m"
 # The index's memtables flush every 2 MiB, so a full disk is met by flushes as well as by the
 # write-ahead log, and the test does not wait for a large memtable to fill.
 INDEX_MEMORY = "16MiB"
 # The options ServiceProcess runs with, so opening the index here compares like with like.
 OPTIONS = index_options(IndexConfig(segment="30d", retention="36500d", memory=INDEX_MEMORY))
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of FS_SIZE: a filesystem the test can fill without touching anyone else's."""
-    mountpoint = tmp_path / "fs"
-    mountpoint.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={FS_SIZE},mode=0700", "tmpfs", str(mountpoint)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"mounting a tmpfs needs root (CAP_SYS_ADMIN): {mounted.stderr.strip()}")
-    try:
-        yield mountpoint
-    finally:
-        subprocess.run(["umount", "--lazy", str(mountpoint)], check=True)
-
-
-def fill(mountpoint: Path, name: str = "filler") -> Path:
-    """Write zeros until the filesystem refuses; returns the file to delete to free it."""
-    filler = mountpoint / name
-    chunk = bytes(1 << 20)
-    with filler.open("wb", buffering=0) as f:
-        while True:
-            try:
-                f.write(chunk)
-            except OSError as e:
-                assert e.errno == errno.ENOSPC, e
-                chunk = chunk[: len(chunk) // 2]
-                if not chunk:
-                    return filler
 
 
 @pytest.fixture
@@ -82,7 +44,7 @@ def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
     feed = corpus_feed(FEED_ARTICLES)
     ids = {a["id"] for a in feed}
     half = len(feed) // 2
-    state = small_fs / "state"
+    state = small_fs.path / "state"
     group = f"diskfull-{delivery}"
     service = ServiceProcess(
         kafka_bootstrap,
@@ -96,7 +58,7 @@ def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
     produce(kafka_bootstrap, topics.input, feed[:half])
     with service:
         read_all(kafka_bootstrap, topics.output, expected=half, timeout=180, service=service)
-        filler = fill(small_fs)
+        filler = small_fs.fill()
         produce(kafka_bootstrap, topics.input, feed[half:])
         wait_until(lambda: not service.running(), 120, what="the service to stop on the full disk")
         code = service.process.wait()
@@ -121,7 +83,7 @@ def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
 
     # Restarted while the disk is still full (closing may have released a little of it):
     # the same one line, not a crash loop of tracebacks.
-    more = fill(small_fs, "filler-2")
+    more = small_fs.fill("filler-2")
     service.start()
     wait_until(lambda: not service.running(), 120, what="the restart to stop on the full disk")
     assert service.process.wait() == 2
