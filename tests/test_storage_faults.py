@@ -1,12 +1,15 @@
 """Faults of the index's disk against a real `newsdedup run` and the real broker: the state
-filesystem filling up mid-feed, and a damaged state directory rebuilt from the feed."""
+filesystem filling up mid-feed, and a damaged state directory, rebuilt from the feed (the
+default role) or restored from the changelog (the decide role)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from service_support import (
     NEWSDEDUP,
     ServiceProcess,
@@ -16,8 +19,10 @@ from service_support import (
     read_all,
     wait_until,
 )
+from test_scaleout import RoleProcess, scaleout_options
 from test_service_faults import corpus_feed
 
+from consumer.bench.scaleout import _produce_changes
 from consumer.config import IndexConfig
 from consumer.state import index_options
 from indexstore import IndexStore
@@ -221,3 +226,67 @@ def test_damaged_state_is_refused_with_one_line_and_rebuilt_from_the_feed(
         decided = decisions[repost["id"]]
         assert decided["decision"] == "duplicate", (decided, original)
         assert decided["cluster_id"] == original["cluster_id"]
+
+
+def test_damaged_decide_index_names_its_partition_and_is_restored_from_the_changelog(
+    kafka_bootstrap, topics, tmp_path
+):
+    options = scaleout_options()
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    internal, changelog = options["scaleout_internal_topic"], options["scaleout_changelog_topic"]
+    for topic in (internal, changelog):
+        admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    records = 2000
+    _produce_changes(kafka_bootstrap, changelog, records)  # to partition 0, domain ""
+    state = tmp_path / "decide"
+    decider = RoleProcess(
+        "decide",
+        kafka_bootstrap,
+        topics,
+        state,
+        tmp_path / "decide.log",
+        group_id="damaged-decide",
+        scaleout_instance_id="decide-0",
+        **options,
+    )
+
+    def ready() -> bool:
+        assert decider.running(), decider.log()[-3000:]
+        try:
+            return decider.get("/readyz")[0] == 200
+        except OSError:  # not listening yet
+            return False
+
+    with decider:
+        wait_until(ready, 120, what="the first restore")
+        assert decider.stop() == 0, decider.log()[-3000:]
+    partition = state / "partition-0"
+    (domain,) = partition.glob("domain=*")
+    ssts = list(domain.glob("*.sst"))
+    assert ssts
+    for sst in ssts:
+        flip_bytes(sst)
+
+    decider.start()
+    wait_until(lambda: not decider.running(), 120, what="the decider to refuse its index")
+    assert decider.process.wait() == 2
+    log = decider.log()
+    assert "Traceback" not in log, log[-3000:]
+    errors = [line for line in log.splitlines() if line.startswith("newsdedup: error:")]
+    assert len(errors) == 1, log[-3000:]
+    assert errors[0].startswith(f"newsdedup: error: the index in {domain} is damaged")
+    assert f"mv {partition} {partition}.damaged" in errors[0]
+
+    # The recovery README.md describes for the decide role.
+    partition.rename(state / "partition-0.damaged")
+    with decider:
+        wait_until(ready, 120, what="the restore after the damage")
+        assert decider.stop() == 0, decider.log()[-3000:]
+    restored = [
+        json.loads(line)
+        for line in decider.log().splitlines()
+        if '"restore finished"' in line and '"partition": 0' in line
+    ]
+    assert restored[-1]["read"] == records
+    with IndexStore.open(domain, read_only=True) as store:
+        assert store.stats().articles == records
