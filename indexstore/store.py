@@ -925,7 +925,8 @@ class _RocksDBErrors:
 def _index_error(path: Path, e: BaseException) -> IndexStoreError | None:
     """The index's error for what RocksDB (or decoding its bytes) raised, or None when `e`
     came from elsewhere."""
-    if isinstance(e, struct.error | ValueError):
+    # Only decoding errors: a bad argument (an id that cannot be encoded) is the caller's.
+    if isinstance(e, struct.error | UnicodeDecodeError):
         return IndexCorruptError(f"a stored value does not decode: {e}", path)
     if type(e) is not Exception:  # rocksdict raises exactly Exception; anything else is ours
         return None

@@ -452,3 +452,11 @@ def test_a_full_disk_refuses_the_write_and_keeps_every_committed_batch(small_fs)
         commit_batch()
     with open_store(path) as store:
         assert store.stats().articles == committed
+
+
+def test_an_id_that_cannot_be_encoded_is_not_taken_for_damage(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        with store.begin() as batch:
+            batch.put(rec("a", 1, NOW))
+        with store.begin() as batch, pytest.raises(UnicodeEncodeError):
+            batch.prefetch_records(["a", "\ud800"])
