@@ -290,3 +290,62 @@ def test_damaged_decide_index_names_its_partition_and_is_restored_from_the_chang
     assert restored[-1]["read"] == records
     with IndexStore.open(domain, read_only=True) as store:
         assert store.stats().articles == records
+
+
+def test_full_disk_stops_a_decide_instance_cleanly_and_its_restart_resumes(
+    kafka_bootstrap, topics, tmp_path, small_fs
+):
+    """The decide role's loop commits its domain indexes first too: on a full disk it stops
+    with the same line before publishing the batch, and resumes after a restart."""
+    feed = corpus_feed(FEED_ARTICLES // 2)
+    half = len(feed) // 2
+    options = scaleout_options(index_memory=INDEX_MEMORY)
+    common = dict(group_id="diskfull-roles", delivery="exactly_once", **options)
+    fingerprint = RoleProcess(
+        "fingerprint",
+        kafka_bootstrap,
+        topics,
+        tmp_path / "fingerprint",
+        tmp_path / "fingerprint.log",
+        scaleout_instance_id="fingerprint-0",
+        **common,
+    )
+    decider = RoleProcess(
+        "decide",
+        kafka_bootstrap,
+        topics,
+        small_fs.path / "decide",
+        tmp_path / "decide.log",
+        scaleout_instance_id="decide-0",
+        **common,
+    )
+    produce(kafka_bootstrap, topics.input, feed[:half])
+    with fingerprint:
+        with decider:
+            read_all(kafka_bootstrap, topics.output, expected=half, timeout=180, service=decider)
+            filler = small_fs.fill()
+            produce(kafka_bootstrap, topics.input, feed[half:])
+            wait_until(lambda: not decider.running(), 120, what="the decider to stop")
+            assert decider.process.wait() == 2
+        log = decider.log()
+        assert "Traceback" not in log, log[-3000:]
+        errors = [line for line in log.splitlines() if line.startswith("newsdedup: error:")]
+        assert len(errors) == 1 and "its filesystem is full" in errors[0], log[-3000:]
+        visible = read_all(kafka_bootstrap, topics.output, expected=0, timeout=30)
+        assert len(visible) < len(feed), "the full disk was met before the feed's end"
+        assert len({r.json()["id"] for r in visible}) == len(visible)
+
+        filler.unlink()
+        with decider:
+            records = read_all(
+                kafka_bootstrap,
+                topics.output,
+                expected=len(feed),
+                timeout=300,
+                settle=5.0,
+                service=decider,
+            )
+            assert decider.stop() == 0, decider.log()[-3000:]
+        assert fingerprint.stop() == 0, fingerprint.log()[-3000:]
+    ids = sorted(r.json()["id"] for r in records)
+    assert ids == sorted(a["id"] for a in feed), "an article lost or decided twice"
