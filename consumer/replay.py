@@ -53,8 +53,8 @@ class ReplayResult:
         return sum(p.lost for p in self.partitions)
 
 
-# (messages replayed so far, messages left)
-Progress = Callable[[int, int], None]
+# called with the number of messages replayed so far, after every batch
+Progress = Callable[[int], None]
 
 
 def replay_feed(
@@ -73,7 +73,6 @@ def replay_feed(
     try:
         plan = _plan(consumer, topic, partitions)
         todo = {p.partition: p.end for p in plan if p.end > p.start}
-        total = sum(p.end - p.start for p in plan)
         consumer.assign(
             [TopicPartition(topic, p.partition, p.start) for p in plan if p.end > p.start]
         )
@@ -97,7 +96,7 @@ def replay_feed(
                     pipeline.decide(messages).index_batch.commit()
                     done += len(messages)
                     if progress is not None:
-                        progress(done, max(0, total - done))
+                        progress(done)
                 # Transaction markers take offsets too: a partition is done once the
                 # consumer's position has passed its committed offset, whatever lies below.
                 for tp in consumer.position([TopicPartition(topic, p) for p in todo]):

@@ -91,6 +91,17 @@ def test_a_damaged_index_names_the_recovery_of_its_role(
         assert recovery in err and err.count("\n") == 1
 
 
+def test_rebuild_from_the_feed_never_writes_into_an_existing_index(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["index", "rebuild", "--from-feed", "--state", str(state)]) == 2
+    err = capsys.readouterr().err
+    assert f"{state} is not empty: rebuild into an empty directory" in err
+    assert f"mv {state} {state}.damaged" in err and err.count("\n") == 1
+    assert main(["index", "rebuild", "--from-feed", "--partition", "0"]) == 2
+    assert "not with --from-feed" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("k", "hours"), [(3, 72), (10, 300)])
 def test_bench_index_is_exact(k: int, hours: int, capsys: pytest.CaptureFixture[str]) -> None:
     # Small, but through the real store: planted neighbours found, brute force agrees, and a

@@ -178,6 +178,7 @@ def _rebuild_from_feed(config: Config, directory: Path) -> int:
     from confluent_kafka.admin import AdminClient
 
     from consumer.kafka_clients import admin_config, topic_partitions
+    from consumer.progress import Progress
     from consumer.replay import replay_feed
     from consumer.state import open_index
 
@@ -191,13 +192,12 @@ def _rebuild_from_feed(config: Config, directory: Path) -> int:
     if partitions is None:
         raise InputError(f"the input topic {topic!r} does not exist")
 
-    def progress(done: int, left: int) -> None:
-        print(f"\r{done:,} messages replayed, {left:,} left", end="", file=sys.stderr)
-
-    with open_index(config.index, str(directory)) as store:
-        result = replay_feed(config, store, partitions, progress)
+    with (
+        open_index(config.index, str(directory)) as store,
+        Progress("rebuild", unit="messages") as bar,
+    ):
+        result = replay_feed(config, store, partitions, lambda done: bar.advance(done - bar.count))
         articles = store.stats().articles
-    print(file=sys.stderr)
     for p in result.partitions:
         print(f"partition {p.partition}: offsets {p.start:,} to {p.end:,} replayed")
     print(
