@@ -356,7 +356,7 @@ class IndexStore:
             watermark_ms=self._watermark,
             articles=sum(s.articles for s in segments),
             segments=tuple(segments),
-            disk_bytes=sum(f.stat().st_size for f in self._path.iterdir() if f.is_file()),
+            disk_bytes=_directory_bytes(self._path),
             table_memory_bytes=self._tables.memory_bytes(),
         )
 
@@ -514,6 +514,17 @@ class IndexStore:
             self._generations[gen] = (cf, handle)
             self._gen_order = self._generation_order()
         return self._generations[gen][1]
+
+
+def _directory_bytes(path: Path) -> int:
+    total = 0
+    for entry in os.scandir(path):
+        try:
+            if entry.is_file():
+                total += entry.stat().st_size
+        except FileNotFoundError:
+            pass  # RocksDB deleted it (an obsolete SST or log) since the listing
+    return total
 
 
 def _validate(options: IndexOptions) -> None:
