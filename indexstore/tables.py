@@ -256,8 +256,8 @@ class SearchTables:
                 if not len(close):
                     continue
                 probe = np.searchsorted(np.cumsum(counts), close, side="right")
-                q, d = probe // len(masks), d[close].astype(np.int64)
-                fp0 = first.permute(table.unpermute(cand[close])) if t else cand[close]
+                q, d, fp = _distinct_pairs(probe // len(masks), d[close], cand[close])
+                fp0 = first.permute(table.unpermute(fp)) if t else fp
                 # Back to row ids through table 0: same bucket, equal fingerprint.
                 counts0, pos0 = _ranges(run.offsets[0], _bucket(fp0, run.bits[0]))
                 h = np.repeat(np.arange(len(fp0)), counts0)
@@ -291,6 +291,21 @@ class SearchTables:
         d = np.concatenate(found_d).astype(np.int64)
         alive = self.seg[r] != DEAD
         return Hits(q[alive], r[alive], d[alive])
+
+
+def _distinct_pairs(
+    query: np.ndarray, distance: np.ndarray, fingerprint: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each (query, fingerprint) once. A fingerprint stored c times is c candidates, and table
+    0 maps each of them back to all c rows: without this, c² pairs (a story reposted verbatim
+    10,000 times would cost 10^8 per query); with it, c."""
+    if len(query) < 2:
+        return query.astype(np.int64), distance.astype(np.int64), fingerprint
+    order = np.lexsort((fingerprint, query))
+    q, fp = query[order], fingerprint[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (q[1:] != q[:-1]) | (fp[1:] != fp[:-1])
+    return q[first].astype(np.int64), distance[order][first].astype(np.int64), fp[first]
 
 
 def _interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 
 import hypothesis.strategies as st
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 
 from indexstore.layout import Layout, choose_layout, pigeonhole_layout, probe_radius
@@ -103,3 +105,25 @@ def check_against_brute_force(
             assert len(got) == len(mine)
             d = hits.distance[hits.query == i]
             assert (d == np.bitwise_count(fps[tables.seq[mine].astype(np.int64)] ^ q)).all()
+
+
+@pytest.mark.parametrize("k", [3, 12])
+def test_many_identical_fingerprints_cost_linear_memory(k: int) -> None:
+    """A story reposted verbatim thousands of times in the window: each copy is found once,
+    and a query's memory grows with the copies, not with their square (it took 5 GiB for
+    4,000 copies before the hits were paired per distinct fingerprint)."""
+    rng = np.random.default_rng(k)
+    fps = rng.integers(0, 2**63, 50_000, dtype=np.uint64)
+    copies = 3_000
+    fps[:copies] = fps[0]
+    tables = SearchTables(choose_layout(k, 1_000_000))
+    tables.append(fps, np.zeros(len(fps), dtype=np.int64), np.arange(len(fps), dtype=np.uint64))
+    tracemalloc.start()
+    try:
+        hits = tables.search(np.array([fps[0]], dtype=np.uint64))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    expected = {i for i in range(len(fps)) if bin(int(fps[i]) ^ int(fps[0])).count("1") <= k}
+    assert sorted(hits.row.tolist()) == sorted(expected)
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB for one query"
