@@ -9,6 +9,9 @@ tried is printed in the session summary ("fuzzing").
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +34,8 @@ DECISION_SCHEMA = json.loads((REPO / "config/schemas/decision.schema.json").read
 KAFKA_TS = 1_700_000_000_000
 # Far above what a message costs (milliseconds; a 1 MB message ~0.1 s): a hang, not a slow path.
 SECONDS_PER_BATCH = 10.0
+# The coverage-guided run's budget: long enough to get past parsing into every stage.
+FUZZ_SECONDS = 90
 
 # Every kind of character that trips text code: controls, format marks (RTL, zero width),
 # lone surrogates, private use, unassigned, combining marks, CJK of both scripts, emoji.
@@ -161,3 +166,30 @@ def test_ordinary_domains_name_directories():
     assert domain_dir_name("") == "domain="
     assert domain_dir_name("zh/hk") == "domain=zh%2Fhk"  # never a path of its own
     assert domain_dir_name("新闻") == "domain=%E6%96%B0%E9%97%BB"
+
+
+@pytest.mark.slow
+def test_coverage_guided_fuzzing_finds_no_crash(tmp_path, record_fuzz_inputs):
+    """atheris (libFuzzer) drives tests/fuzz_messages.py for a bounded time; any exception,
+    internal error, timeout or runaway memory is a failure with the input left in tmp_path."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "fuzz_messages.py"),
+            str(tmp_path / "state"),
+            f"-max_total_time={FUZZ_SECONDS}",
+            "-timeout=20",  # seconds for one input
+            "-rss_limit_mb=2048",
+            "-seed=20261124",
+            f"-artifact_prefix={tmp_path}/",
+            "-print_final_stats=1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=FUZZ_SECONDS + 240,
+        check=False,
+    )
+    report = result.stderr
+    assert result.returncode == 0, report[-4000:]
+    record_fuzz_inputs(int(re.search(r"stat::number_of_executed_units: (\d+)", report)[1]))

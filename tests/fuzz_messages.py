@@ -1,0 +1,93 @@
+"""Coverage-guided fuzzing (atheris, libFuzzer) of the per-message path the service runs:
+raw bytes as a feed message → parse → normalize → fingerprint → decide → index write.
+
+    python tests/fuzz_messages.py STATE_DIR -runs=20000 -max_total_time=60
+
+A message that raises, comes out neither as a schema-valid decision nor as a dead letter with a
+known reason, or is dead-lettered as an internal error is a crash: libFuzzer stops with a
+non-zero exit and writes the input to crash-* in the working directory. tests/test_hostile_input.py
+runs this for a bounded time in `make test`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import atheris
+
+with atheris.instrument_imports():
+    from consumer.analysis import Analyzer
+    from consumer.checkpoint import dlq_headers
+    from consumer.config import FingerprintConfig, InputConfig
+    from consumer.decisions import Decision, Source
+    from consumer.parsing import InvalidReason
+    from consumer.pipeline import Message, Pipeline
+    from indexstore import IndexOptions, IndexStore
+
+SCHEMA_REQUIRED = set(
+    json.loads(
+        (Path(__file__).resolve().parent.parent / "config/schemas/decision.schema.json").read_text()
+    )["required"]
+)
+KAFKA_TS = 1_700_000_000_000
+
+
+FIELDS = ("id", "title", "content", "published_at", "url", "source")
+
+
+def feed_message(data: bytes) -> bytes:
+    """Half the inputs go in as they are; the other half become a JSON object whose fields the
+    fuzzer fills (text with or without lone surrogates, numbers, other types), so the paths
+    past parsing are reached too."""
+    if not data or data[0] < 128:
+        return data[1:]
+    fdp = atheris.FuzzedDataProvider(data[1:])
+    obj: dict[str, object] = {}
+    for field in FIELDS:
+        kind = fdp.ConsumeIntInRange(0, 5)
+        if kind == 1:
+            obj[field] = fdp.ConsumeUnicodeNoSurrogates(fdp.ConsumeIntInRange(0, 400))
+        elif kind == 2:
+            obj[field] = fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 400))
+        elif kind == 3:
+            obj[field] = fdp.ConsumeInt(fdp.ConsumeIntInRange(1, 16))
+        elif kind == 4:
+            obj[field] = fdp.ConsumeRegularFloat()
+        elif kind == 5:
+            obj[field] = [fdp.ConsumeBool()]
+    return json.dumps(obj, ensure_ascii=fdp.ConsumeBool()).encode("utf-8", "surrogatepass")
+
+
+def main() -> None:
+    state = Path(sys.argv.pop(1))
+    options = IndexOptions(max_distance=12, retention_ms=10**13, memory_bytes=16 << 20)
+    store = IndexStore.open(state, options)
+    analyzer = Analyzer(InputConfig(), FingerprintConfig(), workers=None)
+    pipeline = Pipeline(store, analyzer, clock_ms=lambda: KAFKA_TS)
+    offset = 0
+
+    def one_message(data: bytes) -> None:
+        nonlocal offset
+        offset += 1
+        value = feed_message(data)
+        decided = pipeline.decide([Message(None, value, Source("fuzz", 0, offset), KAFKA_TS)])
+        decided.index_batch.commit()
+        (outcome,) = decided.outcomes
+        if isinstance(outcome, Decision):
+            decision = json.loads(outcome.to_bytes())
+            missing = SCHEMA_REQUIRED - set(decision)
+            if missing:
+                raise AssertionError(f"decision without {sorted(missing)}: {decision}")
+        else:
+            if outcome.invalid.reason is InvalidReason.INTERNAL_ERROR:
+                raise AssertionError(f"internal error: {outcome.invalid.detail}")
+            dlq_headers(outcome)
+
+    atheris.Setup(sys.argv, one_message)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
