@@ -49,6 +49,10 @@ MISSING_TOPIC_CODES = frozenset(
 # How long a transaction's commit may take before the producer is given up; librdkafka ends
 # a commit well before (its records time out after transaction.timeout.ms, 60 s by default).
 _COMMIT_WAIT_S = 300.0
+# Waits on the broker are cut into slices this long, so that a stop request (SIGTERM) during
+# an outage is honoured within seconds: the batch in hand is then left uncommitted and read
+# again by the next run, which re-emits its decisions from the index.
+_WAIT_SLICE_S = 1.0
 
 
 class OutputFailed(Exception):
@@ -80,6 +84,8 @@ class Checkpoint:
         self._producer: Producer | None = None
         # (error, topic) of every failed delivery since the last flush or transaction
         self._delivery_errors: list[tuple[KafkaError, str]] = []
+        # Set by the service: true once it has been asked to stop.
+        self.stopping: Callable[[], bool] = lambda: False
         try:
             self._ensure_producer()  # fences a zombie with our transactional.id right away
         except OutputFailed as e:
@@ -157,10 +163,13 @@ class Checkpoint:
             self.producer.begin_transaction()
             self._produce(decided)  # 2
             t2 = time.perf_counter()
-            self.producer.send_offsets_to_transaction(  # 3
-                list(offsets), self.consumer.consumer_group_metadata(), 30.0
+            group = self.consumer.consumer_group_metadata()
+            self._resume_until_done(  # 3
+                lambda timeout: self.producer.send_offsets_to_transaction(
+                    list(offsets), group, timeout
+                )
             )
-            self._commit_transaction()
+            self._resume_until_done(self.producer.commit_transaction)
             decided.stage_seconds["produce"] = t2 - t1
             decided.stage_seconds["commit"] = time.perf_counter() - t2
         except KafkaException as e:
@@ -184,15 +193,16 @@ class Checkpoint:
             # Cannot happen after a successful commit, but never lose track of a failure.
             raise self._delivery_failure()
 
-    def _commit_transaction(self) -> None:
-        # A commit that times out goes on inside librdkafka: calling it again waits for that
-        # same commit, which ends in success or in an error (e.g. its records timing out after
-        # transaction.timeout.ms). Any other transaction call meanwhile is refused as
-        # conflicting, so abort only once the commit has ended, or give the producer up.
+    def _resume_until_done(self, call: Callable[[float], None]) -> None:
+        """Run a resumable transaction call (send offsets, commit) in short slices until it
+        ends. One that times out goes on inside librdkafka, and calling it again waits for that
+        same operation, which ends in success or in an error (e.g. its records timing out after
+        transaction.timeout.ms); any other transaction call meanwhile is refused as conflicting.
+        So wait it out, unless the wait runs too long or the service is asked to stop."""
         deadline = time.monotonic() + _COMMIT_WAIT_S
         while True:
             try:
-                self.producer.commit_transaction(30.0)
+                call(_WAIT_SLICE_S)
                 return
             except KafkaException as e:
                 error: KafkaError = e.args[0]
@@ -200,11 +210,18 @@ class Checkpoint:
                     error.retriable()
                     and not error.txn_requires_abort()
                     and time.monotonic() < deadline
+                    and not self.stopping()
                 ):
                     continue
                 raise
 
     def _abort(self) -> None:
+        if self.stopping():
+            # No waiting on the broker at a stop: the next run's producer, with the same
+            # transactional.id, fences this one and its open transaction is aborted.
+            self._discard_producer()
+            self._delivery_errors.clear()
+            return
         try:
             self.producer.abort_transaction(30.0)
         except KafkaException as e:
@@ -270,11 +287,14 @@ class Checkpoint:
         return OutputFailed(error.str(), topic, error.code())
 
     def _flush(self) -> None:
-        remaining = self.producer.flush(self.config_flush_timeout_s)
+        deadline = time.monotonic() + self.config_flush_timeout_s
+        remaining = self.producer.flush(_WAIT_SLICE_S)
+        while remaining and time.monotonic() < deadline and not self.stopping():
+            remaining = self.producer.flush(_WAIT_SLICE_S)
         if self._delivery_errors:
             raise self._delivery_failure()
         if remaining:
-            raise OutputFailed(f"{remaining} messages still undelivered")
+            raise OutputFailed(f"{remaining} records still undelivered")
 
     # librdkafka retries inside message.timeout.ms (5 min by default); flush waits that long at
     # most, so a broker outage pauses the loop instead of failing the batch.

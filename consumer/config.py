@@ -110,6 +110,7 @@ class ServiceConfig:
     workers: int = 0  # fingerprinting processes; 0 = one per core
     expire_interval: str = "60s"
     stuck_after: str = "60s"  # /healthz fails when the loop has not turned for this long
+    stop_timeout: str = "8s"  # past this after SIGTERM, exit without finishing the batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +310,7 @@ def _validate(config: Config) -> None:
         ("[kafka] batch_max_wait", k.batch_max_wait),
         ("[service] expire_interval", config.service.expire_interval),
         ("[service] stuck_after", config.service.stuck_after),
+        ("[service] stop_timeout", config.service.stop_timeout),
     ):
         try:
             parse_duration_ms(text)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -50,6 +51,8 @@ _STATS_REFRESH_S = 10.0
 _THROUGHPUT_LOG_S = 30.0
 _MAX_BACKOFF_S = 30.0
 _ERROR_LOG_EVERY_S = 10.0
+# A stop that could not finish in [service] stop_timeout (the broker is gone mid-batch).
+EXIT_STOP_TIMEOUT = 3
 
 
 class KafkaFatalError(NewsdedupError):
@@ -76,7 +79,28 @@ class Service:
         self._admin: AdminClient | None = None
 
     def request_stop(self) -> None:
+        """Finish the batch in hand, commit, close. Should the broker keep that from ending
+        within [service] stop_timeout, exit anyway: the index is written before anything is
+        published and offsets are committed last, so the unfinished batch is simply read again
+        at the next start (exactly_once: its open transaction is aborted by then)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
+        timeout_s = parse_duration_ms(self.config.service.stop_timeout) / 1000
+        timer = threading.Timer(timeout_s, self._abandon_stop, args=(timeout_s,))
+        timer.daemon = True
+        timer.start()
+
+    def _abandon_stop(self, waited_s: float) -> None:
+        log_event(
+            log,
+            logging.ERROR,
+            "stop timed out waiting for the broker; exiting without finishing the batch in "
+            "hand, which the next start reads again",
+            waited_s=waited_s,
+        )
+        logging.shutdown()
+        os._exit(EXIT_STOP_TIMEOUT)
 
     def run(self) -> int:
         self.http = HealthServer(self.config.metrics.listen, self.health, self.metrics).start()
@@ -133,6 +157,7 @@ class Service:
                 lambda: Producer({**producer_config(kafka), "error_cb": self._on_producer_error}),
                 kafka,
             )
+            checkpoint.stopping = self._stop.is_set
             consumer.subscribe(
                 [kafka.input_topic],
                 on_assign=self._on_assign,

@@ -195,3 +195,45 @@ def test_deleted_output_and_dlq_topics_are_created_again_and_nothing_is_lost(
         assert len(keys) == len(second)
     assert [r.value for r in dead] == [b"{not json"]
     assert dead[0].headers["x-error-reason"] == b"not_json"
+
+
+def test_sigterm_while_the_broker_is_gone_exits_promptly_and_loses_nothing(kafka_local, tmp_path):
+    """The broker goes away mid-feed and the service is told to stop: it exits within
+    [service] stop_timeout and a few seconds (0: finished; 3: gave up on the batch in hand),
+    and after both come back every article has exactly one committed decision."""
+    from test_service_faults import corpus_feed
+
+    bootstrap = kafka_local.start()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = Topics("stop.in", "stop.out", "stop.dlq")
+    for f in admin.create_topics([NewTopic(topics.input, 2, 1)]).values():
+        f.result(30)
+    feed = corpus_feed(4000)
+    produce(bootstrap, topics.input, feed)
+    service = ServiceProcess(
+        bootstrap,
+        topics,
+        tmp_path / "state",
+        tmp_path / "svc.log",
+        group_id="stop",
+        delivery="exactly_once",
+    )
+    service.start()
+    wait_until(lambda: "partitions assigned" in service.log(), 90, what="assignment")
+    time.sleep(2)
+    kafka_local.stop()
+    time.sleep(3)
+    started = time.monotonic()
+    code = service.stop(timeout=60)
+    took = time.monotonic() - started
+    assert code in (0, 3), service.log()[-3000:]
+    assert took < 8 + 5, f"{took:.1f}s to stop"
+
+    kafka_local.run("start", KAFKA_KEEP_DATA="1")
+    service.start()
+    records = read_all(
+        bootstrap, topics.output, expected=len(feed), timeout=400, settle=5.0, service=service
+    )
+    assert service.stop() == 0
+    ids = [r.json()["id"] for r in records]
+    assert sorted(ids) == sorted(a["id"] for a in feed)

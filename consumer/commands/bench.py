@@ -11,6 +11,7 @@ BENCH_MODULES = (
     "index",
     "pipeline",
     "scaleout",
+    "soak",
 )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import signal
+import threading
+from collections.abc import Callable
 
 from consumer.config import load_config
 from consumer.logs import setup_logging
@@ -49,4 +51,27 @@ def run_service(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    return service.run()
+    return _run_off_the_main_thread(service.run)
+
+
+def _run_off_the_main_thread(run: Callable[[], int]) -> int:
+    """Python runs signal handlers only in the main thread, between its bytecodes, which a
+    blocking librdkafka call holds up (a transaction's offsets during a broker outage: a
+    minute). So the service runs in a thread of its own while the main thread waits for it in
+    short slices, free to take SIGTERM at once (and to enforce [service] stop_timeout)."""
+    outcome: list[int | BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.append(run())
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=target, name="service")
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)
+    (result,) = outcome
+    if isinstance(result, BaseException):
+        raise result
+    return result

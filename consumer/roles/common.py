@@ -158,6 +158,7 @@ class RoleService(Service):
         checkpoint = None
         try:
             checkpoint = self.make_checkpoint(consumer)
+            checkpoint.stopping = self._stop.is_set
             consumer.subscribe(
                 [kafka.input_topic],
                 on_assign=self._on_assign,
