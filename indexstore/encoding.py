@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,7 +60,10 @@ ARTICLES_CF_PREFIX = "articles."
 _STATE = struct.Struct(">qQQ")
 _U64 = struct.Struct(">Q")
 _SEGMENT_BIAS = 2**63
+_ROW_KEY = np.dtype([("prefix", "S1"), ("segment", ">u8"), ("seq", ">u8")])
 _RECORD_HEAD = struct.Struct(">BQ16sqQbB")
+# Where a record's seq lies: records equal but for their row are equal as articles.
+_SEQ_AT = struct.calcsize(">BQ16sq")
 _LENGTHS = struct.Struct(">HHHH")
 _RECORD_VERSION = 2
 _FLAG_LATE = 1
@@ -173,6 +177,17 @@ def row_key(segment_id: int, seq: int) -> bytes:
     return ROW_PREFIX + _segment_bytes(segment_id) + _U64.pack(seq)
 
 
+def row_keys(segment_id: int, seqs: np.ndarray) -> list[bytes]:
+    """`row_key` of many rows of one segment, built in one numpy pass."""
+    keys = np.empty(len(seqs), dtype=_ROW_KEY)
+    keys["prefix"] = ROW_PREFIX
+    keys["segment"] = segment_id + _SEGMENT_BIAS
+    keys["seq"] = seqs
+    raw = keys.tobytes()
+    size = _ROW_KEY.itemsize
+    return [raw[i : i + size] for i in range(0, len(raw), size)]
+
+
 def segment_ranges(segment_id: int) -> tuple[tuple[bytes, bytes], ...]:
     """The [begin, end) key ranges holding everything of one segment in its group."""
     this, after = _segment_bytes(segment_id), _segment_bytes(segment_id + 1)
@@ -200,31 +215,81 @@ def decode_blob(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
-    flags = (_FLAG_LATE if record.late else 0) | (
-        _FLAG_MATCHED if record.matched_id is not None else 0
+    return _encode(
+        record.simhash,
+        record.content_hash,
+        record.event_time_ms,
+        seq,
+        record.cluster_id,
+        record.decision,
+        record.matched_id,
+        record.distance,
+        record.late,
+        record.payload,
+        record.sketch,
     )
-    decision = record.decision.encode()
-    cluster = record.cluster_id.encode()
-    matched = record.matched_id.encode() if record.matched_id is not None else b""
+
+
+def encode_records(
+    columns: tuple[Sequence, ...], event_times: Sequence[int], seqs: Sequence[int | None]
+) -> list[bytes]:
+    """`encode_record` of many records given as columns in `ArticleRecord` field order,
+    with their (clamped) event times and seqs in place of the columns' own times."""
+    return [
+        _encode(simhash, content_hash, event_time, seq, *rest)
+        for (_, simhash, content_hash, _, *rest), event_time, seq in zip(
+            zip(*columns, strict=True), event_times, seqs, strict=True
+        )
+    ]
+
+
+def _encode(
+    simhash: int,
+    content_hash: bytes,
+    event_time_ms: int,
+    seq: int | None,
+    cluster_id: str,
+    decision: str,
+    matched_id: str | None,
+    distance: int | None,
+    late: bool,
+    payload: bytes,
+    sketch: bytes,
+) -> bytes:
+    flags = (_FLAG_LATE if late else 0) | (_FLAG_MATCHED if matched_id is not None else 0)
+    decision_b = decision.encode()
+    cluster = cluster_id.encode()
+    matched = matched_id.encode() if matched_id is not None else b""
     return b"".join(
         (
             _RECORD_HEAD.pack(
                 _RECORD_VERSION,
-                record.simhash,
-                record.content_hash,
-                record.event_time_ms,
+                simhash,
+                content_hash,
+                event_time_ms,
                 NO_SEQ if seq is None else seq,
-                -1 if record.distance is None else record.distance,
+                -1 if distance is None else distance,
                 flags,
             ),
-            _LENGTHS.pack(len(decision), len(cluster), len(matched), len(record.sketch)),
-            decision,
+            _LENGTHS.pack(len(decision_b), len(cluster), len(matched), len(sketch)),
+            decision_b,
             cluster,
             matched,
-            record.sketch,
-            record.payload,
+            sketch,
+            payload,
         )
     )
+
+
+def record_row(raw: bytes) -> tuple[int, int | None]:
+    """(event time, row seq or None) of an encoded record, without decoding the rest."""
+    _, _, _, event_time, seq, _, _ = _RECORD_HEAD.unpack_from(raw)
+    return event_time, (None if seq == NO_SEQ else seq)
+
+
+def record_identity(raw: bytes) -> bytes:
+    """An encoded record without its seq: equal for two encodings iff their records are."""
+    return raw[:_SEQ_AT] + raw[_SEQ_AT + 8 :]
 
 
 def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
