@@ -454,6 +454,7 @@ class IndexStore:
                 times = times[keep]
                 last = dict(zip(ids, range(len(ids)), strict=True))
         n = len(ids)
+        keys = [a.encode() for a in ids]
         if not n:
             if positions:
                 self._write({}, None, [], [], [], positions, self._watermark, self._next_seq)
@@ -491,7 +492,7 @@ class IndexStore:
             rows[int(row_segs[part[0]])] = (
                 fps[at],
                 row_seqs[part],
-                [ids[i].encode() for i in at.tolist()],
+                [keys[i] for i in at.tolist()],
             )
         added = (fps[new_rows], row_segs, row_seqs)
         dead_rows = []
@@ -509,13 +510,15 @@ class IndexStore:
             None if is_late else seq
             for is_late, seq in zip(late[final].tolist(), seqs[final].tolist(), strict=True)
         ]
+        # Usually no id repeats within a chunk: every record is written, nothing to pick.
+        repeats = len(picked) < n
         values = enc.encode_records(
-            tuple([column[i] for i in picked] for column in cols),
+            tuple([column[i] for i in picked] for column in cols) if repeats else cols,
             times[final].tolist(),
             final_seqs,
         )
         records = [
-            (ids[i].encode(), value, gen)
+            (keys[i], value, gen)
             for i, value, gen in zip(picked, values, gens[final].tolist(), strict=True)
         ]
         watermark = int(times.max())
@@ -580,8 +583,12 @@ class IndexStore:
         for gen, key in dead_records:
             if gen in self._generations:
                 wb.delete(key, self._generations[gen][1])
+        handles: dict[int, object] = {}
         for key, value, gen in records:
-            wb.put(key, value, self._generation_for_write(gen))
+            handle = handles.get(gen)
+            if handle is None:
+                handle = handles[gen] = self._generation_for_write(gen)
+            wb.put(key, value, handle)
         for name, offset in positions.items():
             wb.put(enc.position_key(name), enc.encode_u64(offset))
         wb.put(enc.STATE_KEY, enc.encode_state(watermark, next_seq, commit_no))

@@ -109,7 +109,7 @@ class SearchTables:
         for t, table in enumerate(self.layout.tables):
             p = table.permute(fps)
             # Ordering by the key alone is enough for bucket probes (and a radix sort).
-            order = np.argsort(table.keys(p), kind="stable")
+            order = _argsort_keys(table.keys(p))
             perm.append(p[order])
             if t == 0:
                 rows = rows[order]
@@ -306,6 +306,16 @@ def _distinct_pairs(
     first = np.ones(len(order), dtype=bool)
     first[1:] = (q[1:] != q[:-1]) | (fp[1:] != fp[:-1])
     return q[first].astype(np.int64), distance[order][first].astype(np.int64), fp[first]
+
+
+def _argsort_keys(keys: np.ndarray) -> np.ndarray:
+    """A stable argsort of table keys. numpy sorts 16-bit integers by counting but wider ones
+    by merge sort; keys of 17..32 bits (wide layouts, e.g. k = 12) are sorted ~4x faster as
+    two stable 16-bit passes, low half first (an LSD radix sort), with the same result."""
+    if keys.dtype != np.uint32:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    return order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]
 
 
 def _interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:

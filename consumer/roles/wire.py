@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from consumer.analysis import Analyzed
 from consumer.decisions import DecisionKind, Source
-from indexstore import ArticleRecord
+from indexstore import ArticleRecord, RecordColumns
 
 _VERSION = 2
 _INTERNAL = struct.Struct(">BQq16siqHHIH")
@@ -124,6 +125,31 @@ def encode_change(record: ArticleRecord) -> bytes:
 
 def decode_change(key: bytes, value: bytes) -> tuple[str, ArticleRecord]:
     """(domain, record) of one changelog record."""
+    domain, row = _decode_change_row(key, value)
+    return domain.decode("utf-8"), ArticleRecord(*row)
+
+
+def decode_changes(
+    keys: Sequence[bytes], values: Sequence[bytes]
+) -> dict[str, tuple[list[int], RecordColumns]]:
+    """Many changelog records by domain: the positions of each domain's records in the input
+    and the records themselves as columns, without an `ArticleRecord` per record."""
+    rows: dict[bytes, tuple[list[int], list[tuple]]] = {}
+    for i, (key, value) in enumerate(zip(keys, values, strict=True)):
+        domain, row = _decode_change_row(key, value)
+        found = rows.get(domain)
+        if found is None:
+            found = rows[domain] = ([], [])
+        found[0].append(i)
+        found[1].append(row)
+    return {
+        domain.decode("utf-8"): (at, RecordColumns(*(list(c) for c in zip(*records, strict=True))))
+        for domain, (at, records) in rows.items()
+    }
+
+
+def _decode_change_row(key: bytes, value: bytes) -> tuple[bytes, tuple]:
+    """(domain, the record's fields in `ArticleRecord` order) of one changelog record."""
     domain, sep, article_id = key.partition(b"\0")
     try:
         (
@@ -150,8 +176,7 @@ def decode_change(key: bytes, value: bytes) -> tuple[str, ArticleRecord]:
     if n_matched != _NO_MATCH:
         matched = value[i : i + n_matched].decode("utf-8")
         i += n_matched
-    # Positional: restore decodes every record of the window, and keywords cost ~10 %.
-    return domain.decode("utf-8"), ArticleRecord(
+    return domain, (
         article_id.decode("utf-8"),
         simhash,
         chash,
