@@ -133,6 +133,8 @@ def restore_partition(
             consumer.close()
     for store in stores.stores(partition).values():
         store.expire()
+        # The restore is done when the indexes can answer: sorting the rows is part of it.
+        store.prepare_search()
     return RestoreResult(partition, start, high, read, applied, time.perf_counter() - t0)
 
 

@@ -408,6 +408,12 @@ class IndexStore:
         self._tables.drop_segments(dropped)
         return dropped
 
+    def prepare_search(self) -> None:
+        """Sort the rows written since the last search into the search tables now, so the
+        next search does not pay for them: bulk writes leave that to the first search."""
+        self._check_open()
+        self._tables.sort_appended()
+
     # -- writing --------------------------------------------------------------------------
 
     def begin(self) -> Batch:

@@ -67,6 +67,8 @@ class SearchTables:
         # Fingerprints by row, only for the plain scan: the tables hold them otherwise.
         self.fp = np.empty(1024 if not layout.tables else 0, dtype=np.uint64)
         self.runs: list[Run] = []
+        # Rows appended since the last search, not in a run yet: (row ids, fingerprints).
+        self._unsorted: list[tuple[np.ndarray, np.ndarray]] = []
 
     @property
     def live(self) -> int:
@@ -75,7 +77,9 @@ class SearchTables:
     # -- building -------------------------------------------------------------------------
 
     def append(self, fps: np.ndarray, segs: np.ndarray, seqs: np.ndarray) -> None:
-        """Add committed rows; they become searchable at once."""
+        """Add committed rows; they are searchable at once, sorted into a run by the first
+        search after them, so many appends without a search between them (a restore) sort
+        their rows once instead of merging run after run."""
         m = len(fps)
         if not m:
             return
@@ -88,7 +92,16 @@ class SearchTables:
             self.fp[start : start + m] = fps
             return
         rows = np.arange(start, start + m, dtype=np.uint32)
-        self.runs.append(self._make_run(rows, np.asarray(fps, dtype=np.uint64)))
+        self._unsorted.append((rows, np.asarray(fps, dtype=np.uint64)))
+
+    def sort_appended(self) -> None:
+        """Sort the rows appended since the last search into a run now, not at that search."""
+        if not self._unsorted:
+            return
+        rows = np.concatenate([r for r, _ in self._unsorted])
+        fps = np.concatenate([f for _, f in self._unsorted])
+        self._unsorted = []
+        self.runs.append(self._make_run(rows, fps))
         while len(self.runs) >= 2 and self.runs[-2].size <= MERGE_RATIO * self.runs[-1].size:
             newer = self.runs.pop()
             self.runs[-1] = self._merge(self.runs[-1], newer)
@@ -160,6 +173,7 @@ class SearchTables:
 
     def _compact(self) -> None:
         """Rebuild without dead rows and renumber the rest densely: one O(n) pass."""
+        self.sort_appended()
         keep = self.seg[: self.n] != DEAD
         new_id = (np.cumsum(keep, dtype=np.int64) - 1).astype(np.uint32)
         live = int(keep.sum())
@@ -184,6 +198,7 @@ class SearchTables:
 
     def export(self) -> dict[str, np.ndarray]:
         """Every array of the tables, named, for `restore` (the snapshot at a clean close)."""
+        self.sort_appended()
         arrays = {
             "n": np.array([self.n, self.dead]),
             "seg": self.seg[: self.n],
@@ -219,6 +234,7 @@ class SearchTables:
         return self
 
     def memory_bytes(self) -> int:
+        self.sort_appended()
         arrays = [self.fp, self.seg, self.seq]
         for run in self.runs:
             arrays.extend(run.perm)
@@ -231,6 +247,7 @@ class SearchTables:
     def search(self, queries: np.ndarray) -> Hits:
         """Every (query, live row) with Hamming distance <= k, each pair once."""
         queries = np.asarray(queries, dtype=np.uint64)
+        self.sort_appended()
         if not self.live or not len(queries):
             return Hits(_EMPTY, _EMPTY, _EMPTY)
         if not self.layout.tables:
