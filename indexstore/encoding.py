@@ -65,6 +65,22 @@ _RECORD_HEAD = struct.Struct(">BQ16sqQbB")
 # Where a record's seq lies: records equal but for their row are equal as articles.
 _SEQ_AT = struct.calcsize(">BQ16sq")
 _LENGTHS = struct.Struct(">HHHH")
+# _RECORD_HEAD and _LENGTHS as one numpy record, for encoding many records at once.
+_HEADS = np.dtype(
+    [
+        ("version", "u1"),
+        ("simhash", ">u8"),
+        ("content_hash", "V16"),
+        ("event_time", ">i8"),
+        ("seq", ">u8"),
+        ("distance", "i1"),
+        ("flags", "u1"),
+        ("decision_len", ">u2"),
+        ("cluster_len", ">u2"),
+        ("matched_len", ">u2"),
+        ("sketch_len", ">u2"),
+    ]
+)
 _RECORD_VERSION = 2
 _FLAG_LATE = 1
 _FLAG_MATCHED = 2
@@ -215,18 +231,30 @@ def decode_blob(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
-    return _encode(
-        record.simhash,
-        record.content_hash,
-        record.event_time_ms,
-        seq,
-        record.cluster_id,
-        record.decision,
-        record.matched_id,
-        record.distance,
-        record.late,
-        record.payload,
-        record.sketch,
+    flags = (_FLAG_LATE if record.late else 0) | (
+        _FLAG_MATCHED if record.matched_id is not None else 0
+    )
+    decision = record.decision.encode()
+    cluster = record.cluster_id.encode()
+    matched = record.matched_id.encode() if record.matched_id is not None else b""
+    return b"".join(
+        (
+            _RECORD_HEAD.pack(
+                _RECORD_VERSION,
+                record.simhash,
+                record.content_hash,
+                record.event_time_ms,
+                NO_SEQ if seq is None else seq,
+                -1 if record.distance is None else record.distance,
+                flags,
+            ),
+            _LENGTHS.pack(len(decision), len(cluster), len(matched), len(record.sketch)),
+            decision,
+            cluster,
+            matched,
+            record.sketch,
+            record.payload,
+        )
     )
 
 
@@ -234,51 +262,50 @@ def encode_records(
     columns: tuple[Sequence, ...], event_times: Sequence[int], seqs: Sequence[int | None]
 ) -> list[bytes]:
     """`encode_record` of many records given as columns in `ArticleRecord` field order,
-    with their (clamped) event times and seqs in place of the columns' own times."""
+    with their (clamped) event times and seqs in place of the columns' own times. The fixed
+    heads are packed by numpy for all records at once; only the joins are per record."""
+    (
+        _,
+        simhash,
+        content_hash,
+        _,
+        cluster_id,
+        decision,
+        matched_id,
+        distance,
+        late,
+        payload,
+        sketch,
+    ) = columns
+    n = len(simhash)
+    decisions = list(map(str.encode, decision))
+    clusters = list(map(str.encode, cluster_id))
+    matched = [b"" if m is None else m.encode() for m in matched_id]
+    heads = np.zeros(n, dtype=_HEADS)
+    heads["version"] = _RECORD_VERSION
+    heads["simhash"] = np.array(simhash, dtype=np.uint64)
+    heads["content_hash"] = np.frombuffer(b"".join(content_hash), dtype="V16")
+    heads["event_time"] = event_times
+    heads["seq"] = [NO_SEQ if seq is None else seq for seq in seqs]
+    heads["distance"] = [-1 if d is None else d for d in distance]
+    heads["flags"] = np.array(late, dtype=np.uint8) * _FLAG_LATE + _FLAG_MATCHED * np.fromiter(
+        (m is not None for m in matched_id), dtype=np.uint8, count=n
+    )
+    for name, parts in (
+        ("decision_len", decisions),
+        ("cluster_len", clusters),
+        ("matched_len", matched),
+        ("sketch_len", sketch),
+    ):
+        heads[name] = np.fromiter(map(len, parts), dtype=np.int64, count=n)
+    raw = heads.tobytes()
+    size = _HEADS.itemsize
     return [
-        _encode(simhash, content_hash, event_time, seq, *rest)
-        for (_, simhash, content_hash, _, *rest), event_time, seq in zip(
-            zip(*columns, strict=True), event_times, seqs, strict=True
+        b"".join((raw[at : at + size], d, c, m, s, p))
+        for at, d, c, m, s, p in zip(
+            range(0, n * size, size), decisions, clusters, matched, sketch, payload, strict=True
         )
     ]
-
-
-def _encode(
-    simhash: int,
-    content_hash: bytes,
-    event_time_ms: int,
-    seq: int | None,
-    cluster_id: str,
-    decision: str,
-    matched_id: str | None,
-    distance: int | None,
-    late: bool,
-    payload: bytes,
-    sketch: bytes,
-) -> bytes:
-    flags = (_FLAG_LATE if late else 0) | (_FLAG_MATCHED if matched_id is not None else 0)
-    decision_b = decision.encode()
-    cluster = cluster_id.encode()
-    matched = matched_id.encode() if matched_id is not None else b""
-    return b"".join(
-        (
-            _RECORD_HEAD.pack(
-                _RECORD_VERSION,
-                simhash,
-                content_hash,
-                event_time_ms,
-                NO_SEQ if seq is None else seq,
-                -1 if distance is None else distance,
-                flags,
-            ),
-            _LENGTHS.pack(len(decision_b), len(cluster), len(matched), len(sketch)),
-            decision_b,
-            cluster,
-            matched,
-            sketch,
-            payload,
-        )
-    )
 
 
 def record_row(raw: bytes) -> tuple[int, int | None]:
