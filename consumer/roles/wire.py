@@ -29,6 +29,8 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from consumer.analysis import Analyzed
 from consumer.decisions import DecisionKind, Source
 from indexstore import ArticleRecord, RecordColumns
@@ -37,6 +39,22 @@ _VERSION = 2
 _INTERNAL = struct.Struct(">BQq16siqHHIH")
 _CHANGE = struct.Struct(">BQ16sqBbBHHIH")
 _NO_MATCH = 0xFFFF
+# _CHANGE as one numpy record, for reading the heads of many records at once.
+_CHANGE_HEADS = np.dtype(
+    [
+        ("version", "u1"),
+        ("simhash", ">u8"),
+        ("content_hash", "V16"),
+        ("event_time", ">i8"),
+        ("kind", "u1"),
+        ("distance", "i1"),
+        ("late", "u1"),
+        ("cluster_len", ">u2"),
+        ("matched_len", ">u2"),
+        ("payload_len", ">u4"),
+        ("sketch_len", ">u2"),
+    ]
+)
 _KIND_VALUES = tuple(kind.value for kind in DecisionKind)
 _KIND_INDEX = {value: i for i, value in enumerate(_KIND_VALUES)}
 
@@ -133,18 +151,59 @@ def decode_changes(
     keys: Sequence[bytes], values: Sequence[bytes]
 ) -> dict[str, tuple[list[int], RecordColumns]]:
     """Many changelog records by domain: the positions of each domain's records in the input
-    and the records themselves as columns, without an `ArticleRecord` per record."""
-    rows: dict[bytes, tuple[list[int], list[tuple]]] = {}
-    for i, (key, value) in enumerate(zip(keys, values, strict=True)):
-        domain, row = _decode_change_row(key, value)
-        found = rows.get(domain)
-        if found is None:
-            found = rows[domain] = ([], [])
-        found[0].append(i)
-        found[1].append(row)
+    and the records themselves as columns. The fixed heads are read by numpy for all records
+    at once, so only the strings and bytes are sliced record by record."""
+    n = len(values)
+    if not n:
+        return {}
+    size = _CHANGE.size
+    joined = b"".join([v[:size] for v in values])
+    if len(joined) != n * size:
+        short = next(len(v) for v in values if len(v) < size)
+        raise WireError(f"changelog record too short: {short} bytes, the header alone is {size}")
+    heads = np.frombuffer(joined, dtype=_CHANGE_HEADS)
+    versions = heads["version"]
+    if (versions != _VERSION).any():
+        version = int(versions[versions != _VERSION][0])
+        raise WireError(f"changelog record version {version}, this build reads {_VERSION}")
+    split = [k.partition(b"\0") for k in keys]
+    if not all(sep for _, sep, _ in split):
+        key = next(k for k, (_, sep, _) in zip(keys, split, strict=True) if not sep)
+        raise WireError(f"changelog key {key!r} has no domain separator")
+    matched_len = heads["matched_len"].astype(np.int64)
+    has_match = matched_len != _NO_MATCH
+    cluster_end = size + heads["cluster_len"].astype(np.int64)
+    matched_end = cluster_end + np.where(has_match, matched_len, 0)
+    payload_end = matched_end + heads["payload_len"].astype(np.int64)
+    sketch_end = payload_end + heads["sketch_len"].astype(np.int64)
+    cluster_end, matched_end = cluster_end.tolist(), matched_end.tolist()
+    payload_end, sketch_end = payload_end.tolist(), sketch_end.tolist()
+    distance = heads["distance"].tolist()
+    columns = (
+        [i.decode("utf-8") for _, _, i in split],
+        heads["simhash"].tolist(),
+        heads["content_hash"].tolist(),
+        heads["event_time"].tolist(),
+        [v[size:e].decode("utf-8") for v, e in zip(values, cluster_end, strict=True)],
+        np.array(_KIND_VALUES, dtype=object)[heads["kind"]].tolist(),
+        [
+            v[a:e].decode("utf-8") if m else None
+            for v, a, e, m in zip(values, cluster_end, matched_end, has_match.tolist(), strict=True)
+        ],
+        [None if d < 0 else d for d in distance],
+        (heads["late"] == 1).tolist(),
+        [v[a:e] for v, a, e in zip(values, matched_end, payload_end, strict=True)],
+        [v[a:e] for v, a, e in zip(values, payload_end, sketch_end, strict=True)],
+    )
+    domains = [d for d, _, _ in split]
+    if domains.count(domains[0]) == n:  # the usual case: one domain per partition
+        return {domains[0].decode("utf-8"): (list(range(n)), RecordColumns(*columns))}
+    positions: dict[bytes, list[int]] = {}
+    for i, domain in enumerate(domains):
+        positions.setdefault(domain, []).append(i)
     return {
-        domain.decode("utf-8"): (at, RecordColumns(*(list(c) for c in zip(*records, strict=True))))
-        for domain, (at, records) in rows.items()
+        domain.decode("utf-8"): (at, RecordColumns(*([c[i] for i in at] for c in columns)))
+        for domain, at in positions.items()
     }
 
 
