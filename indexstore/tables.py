@@ -21,6 +21,10 @@ from indexstore.layout import FINGERPRINT_BITS, Layout, bucket_bits
 # A new run merges into the previous one while that one is at most this many times larger:
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
 MERGE_RATIO = 2
+# Appended rows wait for a search at most up to this many: sorting a run needs ~30 bytes of
+# temporary arrays per row, so a restore of hundreds of millions of rows sorts runs of this
+# size and merges them, rather than needing gigabytes for one sort at its end.
+MAX_UNSORTED_ROWS = 1 << 22
 # Queries x rows compared at once by a plain scan; bounds the temporary matrix (8 B each).
 SCAN_CHUNK = 1 << 16
 # Rows of dropped segments are marked with this segment id and skipped; the tables are
@@ -69,6 +73,7 @@ class SearchTables:
         self.runs: list[Run] = []
         # Rows appended since the last search, not in a run yet: (row ids, fingerprints).
         self._unsorted: list[tuple[np.ndarray, np.ndarray]] = []
+        self._unsorted_rows = 0
 
     @property
     def live(self) -> int:
@@ -93,6 +98,9 @@ class SearchTables:
             return
         rows = np.arange(start, start + m, dtype=np.uint32)
         self._unsorted.append((rows, np.asarray(fps, dtype=np.uint64)))
+        self._unsorted_rows += m
+        if self._unsorted_rows >= MAX_UNSORTED_ROWS:
+            self.sort_appended()
 
     def sort_appended(self) -> None:
         """Sort the rows appended since the last search into a run now, not at that search."""
@@ -101,6 +109,7 @@ class SearchTables:
         rows = np.concatenate([r for r, _ in self._unsorted])
         fps = np.concatenate([f for _, f in self._unsorted])
         self._unsorted = []
+        self._unsorted_rows = 0
         self.runs.append(self._make_run(rows, fps))
         while len(self.runs) >= 2 and self.runs[-2].size <= MERGE_RATIO * self.runs[-1].size:
             newer = self.runs.pop()
