@@ -61,14 +61,30 @@ def restore_config(base: dict) -> dict:
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
             "fetch.max.bytes": 52_428_800,
-            # The restore reads one partition: at the default 1 MiB per partition a fetch
-            # brings ~7,000 records and the restore waited on fetches for half its time.
+            # The restore reads one partition: at the default 1 MiB per partition and fetch,
+            # it waited on fetches for half of its time.
             "max.partition.fetch.bytes": 52_428_800,
         }
     )
     return settings
 
 
+@contextmanager
+def _cycle_collection_paused() -> Iterator[None]:
+    """A restore allocates millions of short-lived objects and no reference cycles, so
+    reference counting frees everything; the cyclic collector's full passes over each chunk's
+    records cost about a fifth of its CPU (BENCHMARKS.md, "Restore from the changelog").
+    Process-wide while it lasts: another thread's cycles wait until the restore ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@_cycle_collection_paused()
 def restore_partition(
     consumer_settings: dict,
     topic: str,
@@ -83,77 +99,61 @@ def restore_partition(
     # Domains whose index held nothing when the restore began: nothing to compare against.
     empty = {domain for domain, s in local.items() if s.watermark_ms() is None}
     start = min(positions.values(), default=0)
-    with _cycle_collection_paused():
-        consumer = Consumer(restore_config(consumer_settings))
-        try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=30.0, cached=False
-            )
-            start = max(start, low)
-            first = start if start > 0 else OFFSET_BEGINNING
-            consumer.assign([TopicPartition(topic, partition, first)])
-            read = applied = 0
-            last_log = time.monotonic()
-            next_offset = start
-            while next_offset < high:
-                messages = consumer.consume(_CHUNK, 0.2)
-                records = [m for m in messages if m.error() is None]
-                at_end = False
-                if len(records) < len(messages):
-                    for m in messages:
-                        error = m.error()
-                        if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                            raise KafkaException(error)
-                    at_end = True
-                offsets = [m.offset() for m in records]
-                if offsets:
-                    next_offset = offsets[-1] + 1
-                    read += len(offsets)
-                changes = decode_changes([m.key() for m in records], [m.value() for m in records])
-                for domain, (at, columns) in changes.items():
-                    fresh = domain in empty or domain not in local
-                    domain_offsets = [offsets[i] for i in at]
-                    applied += _apply(
-                        stores, partition, domain, domain_offsets, columns, positions, fresh
-                    )
-                if progress is not None:
-                    progress(partition, read, max(0, high - next_offset))
-                if time.monotonic() - last_log >= _PROGRESS_LOG_S:
-                    last_log = time.monotonic()
-                    log_event(
-                        log,
-                        logging.INFO,
-                        "restoring from the changelog",
-                        partition=partition,
-                        read=read,
-                        left=max(0, high - next_offset),
-                    )
-                if at_end:
-                    # read_committed ends at the last stable offset; transaction markers and
-                    # aborted records between it and `high` are never delivered.
-                    break
-        finally:
-            consumer.close()
+    consumer = Consumer(restore_config(consumer_settings))
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=30.0, cached=False
+        )
+        start = max(start, low)
+        first = start if start > 0 else OFFSET_BEGINNING
+        consumer.assign([TopicPartition(topic, partition, first)])
+        read = applied = 0
+        last_log = time.monotonic()
+        next_offset = start
+        while next_offset < high:
+            messages = consumer.consume(_CHUNK, 0.2)
+            records = [m for m in messages if m.error() is None]
+            at_end = False
+            if len(records) < len(messages):
+                for m in messages:
+                    error = m.error()
+                    if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                at_end = True
+            offsets = [m.offset() for m in records]
+            if offsets:
+                next_offset = offsets[-1] + 1
+                read += len(offsets)
+            changes = decode_changes([m.key() for m in records], [m.value() for m in records])
+            for domain, (at, columns) in changes.items():
+                fresh = domain in empty or domain not in local
+                domain_offsets = [offsets[i] for i in at]
+                applied += _apply(
+                    stores, partition, domain, domain_offsets, columns, positions, fresh
+                )
+            if progress is not None:
+                progress(partition, read, max(0, high - next_offset))
+            if time.monotonic() - last_log >= _PROGRESS_LOG_S:
+                last_log = time.monotonic()
+                log_event(
+                    log,
+                    logging.INFO,
+                    "restoring from the changelog",
+                    partition=partition,
+                    read=read,
+                    left=max(0, high - next_offset),
+                )
+            if at_end:
+                # read_committed ends at the last stable offset; transaction markers and
+                # aborted records between it and `high` are never delivered.
+                break
+    finally:
+        consumer.close()
     for store in stores.stores(partition).values():
         store.expire()
         # The restore is done when the indexes can answer: sorting the rows is part of it.
         store.prepare_search()
     return RestoreResult(partition, start, high, read, applied, time.perf_counter() - t0)
-
-
-@contextmanager
-def _cycle_collection_paused() -> Iterator[None]:
-    """A restore allocates millions of short-lived objects and no reference cycles, so
-    reference counting frees everything; the cyclic collector's full passes over each chunk's
-    records cost about a fifth of its CPU (bench restore, 2026-11-24). Process-wide while it
-    lasts: another thread's cycles wait until the restore ends."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _apply(

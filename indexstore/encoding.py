@@ -315,7 +315,8 @@ def record_row(raw: bytes) -> tuple[int, int | None]:
 
 
 def record_identity(raw: bytes) -> bytes:
-    """An encoded record without its seq: equal for two encodings iff their records are."""
+    """An encoded record without its seq: two records of one id are equal exactly when
+    these are (the id is the key, not part of the value)."""
     return raw[:_SEQ_AT] + raw[_SEQ_AT + 8 :]
 
 

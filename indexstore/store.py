@@ -655,7 +655,7 @@ class IndexStore:
         self, article_ids: Sequence[str]
     ) -> dict[str, tuple[ArticleRecord, int | None, int]]:
         """Batched `_read_record`: one multi-get per live generation."""
-        found = {}
+        found: dict[str, tuple[ArticleRecord, int | None, int]] = {}
         raws = self._read_raw(article_ids)
         with self._errors:
             for article_id, (raw, gen) in raws.items():
