@@ -10,17 +10,20 @@ reads up to the end visible to a read_committed consumer: aborted records are ne
 
 from __future__ import annotations
 
+import bisect
+import gc
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from consumer.logs import log_event
 from consumer.roles.domains import CHANGELOG_POSITION, DomainStores, changelog_position
-from consumer.roles.wire import decode_change
-from indexstore import ArticleRecord
+from consumer.roles.wire import decode_changes
+from indexstore import RecordColumns
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +61,30 @@ def restore_config(base: dict) -> dict:
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
             "fetch.max.bytes": 52_428_800,
+            # The restore reads one partition: at the default 1 MiB per partition and fetch,
+            # it waited on fetches for half of its time.
+            "max.partition.fetch.bytes": 52_428_800,
         }
     )
     return settings
 
 
+@contextmanager
+def _cycle_collection_paused() -> Iterator[None]:
+    """A restore allocates millions of short-lived objects and no reference cycles, so
+    reference counting frees everything; the cyclic collector's full passes over each chunk's
+    records cost about a fifth of its CPU (BENCHMARKS.md, "Restore from the changelog").
+    Process-wide while it lasts: another thread's cycles wait until the restore ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@_cycle_collection_paused()
 def restore_partition(
     consumer_settings: dict,
     topic: str,
@@ -90,22 +112,25 @@ def restore_partition(
         next_offset = start
         while next_offset < high:
             messages = consumer.consume(_CHUNK, 0.2)
-            chunk: dict[str, list[tuple[int, ArticleRecord]]] = {}
+            records = [m for m in messages if m.error() is None]
             at_end = False
-            for m in messages:
-                error = m.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        at_end = True
-                        continue
-                    raise KafkaException(error)
-                domain, record = decode_change(m.key(), m.value())
-                chunk.setdefault(domain, []).append((m.offset(), record))
-                next_offset = m.offset() + 1
-                read += 1
-            for domain, changes in chunk.items():
+            if len(records) < len(messages):
+                for m in messages:
+                    error = m.error()
+                    if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                at_end = True
+            offsets = [m.offset() for m in records]
+            if offsets:
+                next_offset = offsets[-1] + 1
+                read += len(offsets)
+            changes = decode_changes([m.key() for m in records], [m.value() for m in records])
+            for domain, (at, columns) in changes.items():
                 fresh = domain in empty or domain not in local
-                applied += _apply(stores, partition, domain, changes, positions, fresh)
+                domain_offsets = [offsets[i] for i in at]
+                applied += _apply(
+                    stores, partition, domain, domain_offsets, columns, positions, fresh
+                )
             if progress is not None:
                 progress(partition, read, max(0, high - next_offset))
             if time.monotonic() - last_log >= _PROGRESS_LOG_S:
@@ -126,6 +151,8 @@ def restore_partition(
         consumer.close()
     for store in stores.stores(partition).values():
         store.expire()
+        # The restore is done when the indexes can answer: sorting the rows is part of it.
+        store.prepare_search()
     return RestoreResult(partition, start, high, read, applied, time.perf_counter() - t0)
 
 
@@ -133,28 +160,18 @@ def _apply(
     stores: DomainStores,
     partition: int,
     domain: str,
-    changes: list[tuple[int, ArticleRecord]],
+    offsets: list[int],
+    columns: RecordColumns,
     positions: dict[str, int],
     fresh: bool,
 ) -> int:
-    """Write one domain's share of a chunk in one index batch; returns the records written."""
+    """Write one domain's share of a chunk in one bulk index write; returns the records
+    written. An index that held nothing when the restore began needs no comparison; in any
+    other, records it already holds identically are left out."""
     store = stores.store(partition, domain)
-    covered = positions.get(domain, 0)
-    todo = [(o, r) for o, r in changes if o >= covered]
-    if not todo:
+    first = bisect.bisect_left(offsets, positions.get(domain, 0))
+    if first == len(offsets):
         return 0
-    applied = 0
-    with store.begin() as batch:
-        batch.prefetch_records([r.article_id for _, r in todo])
-        if fresh:
-            # The index held none of them: no comparison needed (put replaces updates).
-            for _, record in todo:
-                batch.put(record)
-            applied = len(todo)
-        else:
-            for _, record in todo:
-                if batch.lookup(record.article_id) != record:
-                    batch.put(record)
-                    applied += 1
-        batch.set_position(CHANGELOG_POSITION, todo[-1][0] + 1)
-    return applied
+    if first:
+        columns = RecordColumns(*(getattr(columns, f.name)[first:] for f in fields(columns)))
+    return store.bulk_put(columns, {CHANGELOG_POSITION: offsets[-1] + 1}, skip_unchanged=not fresh)

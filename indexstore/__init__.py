@@ -17,6 +17,7 @@ from indexstore.model import (
     IndexOptions,
     IndexStats,
     Match,
+    RecordColumns,
     SearchResult,
     SegmentStats,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "IndexWriteError",
     "Layout",
     "Match",
+    "RecordColumns",
     "SearchResult",
     "SegmentStats",
     "choose_layout",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,8 +60,27 @@ ARTICLES_CF_PREFIX = "articles."
 _STATE = struct.Struct(">qQQ")
 _U64 = struct.Struct(">Q")
 _SEGMENT_BIAS = 2**63
+_ROW_KEY = np.dtype([("prefix", "S1"), ("segment", ">u8"), ("seq", ">u8")])
 _RECORD_HEAD = struct.Struct(">BQ16sqQbB")
+# Where a record's seq lies: records equal but for their row are equal as articles.
+_SEQ_AT = struct.calcsize(">BQ16sq")
 _LENGTHS = struct.Struct(">HHHH")
+# _RECORD_HEAD and _LENGTHS as one numpy record, for encoding many records at once.
+_HEADS = np.dtype(
+    [
+        ("version", "u1"),
+        ("simhash", ">u8"),
+        ("content_hash", "V16"),
+        ("event_time", ">i8"),
+        ("seq", ">u8"),
+        ("distance", "i1"),
+        ("flags", "u1"),
+        ("decision_len", ">u2"),
+        ("cluster_len", ">u2"),
+        ("matched_len", ">u2"),
+        ("sketch_len", ">u2"),
+    ]
+)
 _RECORD_VERSION = 2
 _FLAG_LATE = 1
 _FLAG_MATCHED = 2
@@ -173,6 +193,17 @@ def row_key(segment_id: int, seq: int) -> bytes:
     return ROW_PREFIX + _segment_bytes(segment_id) + _U64.pack(seq)
 
 
+def row_keys(segment_id: int, seqs: np.ndarray) -> list[bytes]:
+    """`row_key` of many rows of one segment, built in one numpy pass."""
+    keys = np.empty(len(seqs), dtype=_ROW_KEY)
+    keys["prefix"] = ROW_PREFIX
+    keys["segment"] = segment_id + _SEGMENT_BIAS
+    keys["seq"] = seqs
+    raw = keys.tobytes()
+    size = _ROW_KEY.itemsize
+    return [raw[i : i + size] for i in range(0, len(raw), size)]
+
+
 def segment_ranges(segment_id: int) -> tuple[tuple[bytes, bytes], ...]:
     """The [begin, end) key ranges holding everything of one segment in its group."""
     this, after = _segment_bytes(segment_id), _segment_bytes(segment_id + 1)
@@ -225,6 +256,68 @@ def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
             record.payload,
         )
     )
+
+
+def encode_records(
+    columns: tuple[Sequence, ...], event_times: Sequence[int], seqs: Sequence[int | None]
+) -> list[bytes]:
+    """`encode_record` of many records given as columns in `ArticleRecord` field order,
+    with their (clamped) event times and seqs in place of the columns' own times. The fixed
+    heads are packed by numpy for all records at once; only the joins are per record."""
+    (
+        _,
+        simhash,
+        content_hash,
+        _,
+        cluster_id,
+        decision,
+        matched_id,
+        distance,
+        late,
+        payload,
+        sketch,
+    ) = columns
+    n = len(simhash)
+    decisions = list(map(str.encode, decision))
+    clusters = list(map(str.encode, cluster_id))
+    matched = [b"" if m is None else m.encode() for m in matched_id]
+    heads = np.zeros(n, dtype=_HEADS)
+    heads["version"] = _RECORD_VERSION
+    heads["simhash"] = np.array(simhash, dtype=np.uint64)
+    heads["content_hash"] = np.frombuffer(b"".join(content_hash), dtype="V16")
+    heads["event_time"] = event_times
+    heads["seq"] = [NO_SEQ if seq is None else seq for seq in seqs]
+    heads["distance"] = [-1 if d is None else d for d in distance]
+    heads["flags"] = np.array(late, dtype=np.uint8) * _FLAG_LATE + _FLAG_MATCHED * np.fromiter(
+        (m is not None for m in matched_id), dtype=np.uint8, count=n
+    )
+    for name, parts in (
+        ("decision_len", decisions),
+        ("cluster_len", clusters),
+        ("matched_len", matched),
+        ("sketch_len", sketch),
+    ):
+        heads[name] = np.fromiter(map(len, parts), dtype=np.int64, count=n)
+    raw = heads.tobytes()
+    size = _HEADS.itemsize
+    return [
+        b"".join((raw[at : at + size], d, c, m, s, p))
+        for at, d, c, m, s, p in zip(
+            range(0, n * size, size), decisions, clusters, matched, sketch, payload, strict=True
+        )
+    ]
+
+
+def record_row(raw: bytes) -> tuple[int, int | None]:
+    """(event time, row seq or None) of an encoded record, without decoding the rest."""
+    _, _, _, event_time, seq, _, _ = _RECORD_HEAD.unpack_from(raw)
+    return event_time, (None if seq == NO_SEQ else seq)
+
+
+def record_identity(raw: bytes) -> bytes:
+    """An encoded record without its seq: two records of one id are equal exactly when
+    these are (the id is the key, not part of the value)."""
+    return raw[:_SEQ_AT] + raw[_SEQ_AT + 8 :]
 
 
 def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:

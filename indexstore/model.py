@@ -5,7 +5,8 @@ Plain frozen dataclasses with no behaviour, so callers can build and compare the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,35 @@ class ArticleRecord:
     sketch: bytes = b""
     """Opaque verification data of the caller (e.g. a MinHash), at most 65,535 bytes; handed
     back with every match so a candidate can be verified without another read."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
+    """Many article records as parallel columns, in the order they are to be written: record
+    j is `ArticleRecord(*(column[j] for column in the fields))`. Bulk writers (a restore) build
+    these without one object per record; `IndexStore.bulk_put` writes them."""
+
+    article_id: Sequence[str]
+    simhash: Sequence[int]
+    content_hash: Sequence[bytes]
+    event_time_ms: Sequence[int]
+    cluster_id: Sequence[str]
+    decision: Sequence[str]
+    matched_id: Sequence[str | None]
+    distance: Sequence[int | None]
+    late: Sequence[bool]
+    payload: Sequence[bytes]
+    sketch: Sequence[bytes]
+
+    @classmethod
+    def of(cls, records: Iterable[ArticleRecord]) -> RecordColumns:
+        rows = [tuple(getattr(r, f.name) for f in fields(ArticleRecord)) for r in records]
+        if not rows:
+            return cls(*([] for _ in fields(cls)))
+        return cls(*(list(column) for column in zip(*rows, strict=True)))
+
+    def __len__(self) -> int:
+        return len(self.article_id)
 
 
 @dataclass(frozen=True, slots=True)

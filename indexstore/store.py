@@ -12,7 +12,7 @@ import shutil
 import struct
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -35,6 +35,7 @@ from indexstore.model import (
     IndexOptions,
     IndexStats,
     Match,
+    RecordColumns,
     SearchResult,
     SegmentStats,
 )
@@ -407,6 +408,12 @@ class IndexStore:
         self._tables.drop_segments(dropped)
         return dropped
 
+    def prepare_search(self) -> None:
+        """Sort the rows written since the last search into the search tables now, so the
+        next search does not pay for them: bulk writes leave that to the first search."""
+        self._check_open()
+        self._tables.sort_appended()
+
     # -- writing --------------------------------------------------------------------------
 
     def begin(self) -> Batch:
@@ -415,6 +422,202 @@ class IndexStore:
             raise IndexStateError("a batch is already open: commit or abort it first")
         self._batch = Batch(self)
         return self._batch
+
+    def bulk_put(
+        self,
+        columns: RecordColumns,
+        positions: Mapping[str, int] | None = None,
+        *,
+        skip_unchanged: bool = False,
+    ) -> int:
+        """Write many records as if each were `put` in order in one batch, then committed
+        with `positions`, in one pass over numpy arrays and ONE WriteBatch; returns how many
+        records were written.
+
+        The same rules as `put`: a later record of an id replaces the earlier (and the
+        committed one), times beyond now + skew are clamped, a record older than the window
+        (whose watermark moves with the records before it) is kept but not searchable.
+        `skip_unchanged` leaves out every record equal to its id's current record, as a
+        caller comparing `Batch.lookup(id) != record` before each `put` would. The caller
+        chooses the chunk size: one call is one WriteBatch, held in memory until written.
+        """
+        self._check_writable()
+        if self._batch is not None:
+            raise IndexStateError("bulk_put() while a batch is open: commit or abort it first")
+        _validate_columns(columns)
+        cols = tuple(getattr(columns, f.name) for f in dataclasses.fields(columns))
+        ids = list(columns.article_id)
+        # Ids in order of first appearance; each with the index of its last record.
+        last = dict(zip(ids, range(len(ids)), strict=True))
+        committed = self._read_raw(list(last))
+        limit = self._clock() + self._options.future_skew_ms
+        times = np.minimum(np.array(columns.event_time_ms, dtype=np.int64), limit)
+        if skip_unchanged:
+            keep = _changed(cols, times, committed)
+            if len(keep) < len(ids):
+                cols = tuple([column[i] for i in keep] for column in cols)
+                ids = [ids[i] for i in keep]
+                times = times[keep]
+                last = dict(zip(ids, range(len(ids)), strict=True))
+        n = len(ids)
+        keys = [a.encode() for a in ids]
+        if not n:
+            if positions:
+                self._write({}, None, [], [], [], positions, self._watermark, self._next_seq)
+            return 0
+        seg_ms, gen_ms = self._meta.segment_ms, self._meta.generation_ms
+        retention = self._options.retention_ms
+        # The watermark each record meets is the greatest time before it: a late record is
+        # older than that minus the window, so it never moves the watermark either.
+        before = np.empty(n, dtype=np.int64)
+        before[1:] = np.maximum.accumulate(times[:-1])
+        known = np.ones(n, dtype=bool)
+        if self._watermark is None:
+            known[0] = False
+            before[0] = times[0]
+        else:
+            before[0] = self._watermark
+            np.maximum(before, self._watermark, out=before)
+        start = before - retention
+        late = known & (times < start)
+        gens = np.where(known, np.maximum(times, start), times) // gen_ms
+        searchable = ~late
+        seqs = self._next_seq + np.cumsum(searchable, dtype=np.int64) - 1
+        final = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+        written = np.zeros(n, dtype=bool)
+        written[final] = True
+        new_rows = np.flatnonzero(written & searchable)
+        fps = np.array(cols[1], dtype=np.uint64)
+        row_segs = times[new_rows] // seg_ms
+        row_seqs = seqs[new_rows].astype(np.uint64)
+        order = np.argsort(row_segs, kind="stable")
+        bounds = np.flatnonzero(np.diff(row_segs[order])) + 1
+        rows = {}
+        for part in np.split(order, bounds) if len(order) else []:
+            at = new_rows[part]
+            rows[int(row_segs[part[0]])] = (
+                fps[at],
+                row_seqs[part],
+                [keys[i] for i in at.tolist()],
+            )
+        added = (fps[new_rows], row_segs, row_seqs)
+        dead_rows = []
+        dead_records = []
+        for article_id, (raw, gen) in committed.items():
+            if article_id not in last:
+                continue
+            with self._errors:
+                event_time, seq = enc.record_row(raw)
+            if seq is not None:
+                dead_rows.append((event_time // seg_ms, seq))
+            dead_records.append((gen, article_id.encode()))
+        picked = final.tolist()
+        final_seqs = [
+            None if is_late else seq
+            for is_late, seq in zip(late[final].tolist(), seqs[final].tolist(), strict=True)
+        ]
+        # Usually no id repeats within a chunk: every record is written, nothing to pick.
+        repeats = len(picked) < n
+        values = enc.encode_records(
+            tuple([column[i] for i in picked] for column in cols) if repeats else cols,
+            times[final].tolist(),
+            final_seqs,
+        )
+        records = [
+            (keys[i], value, gen)
+            for i, value, gen in zip(picked, values, gens[final].tolist(), strict=True)
+        ]
+        watermark = int(times.max())
+        if self._watermark is not None:
+            watermark = max(watermark, self._watermark)
+        self._write(
+            rows,
+            added,
+            dead_rows,
+            dead_records,
+            records,
+            positions or {},
+            watermark,
+            self._next_seq + int(searchable.sum()),
+        )
+        return n
+
+    def _write(
+        self,
+        rows: Mapping[int, tuple[np.ndarray, np.ndarray, list[bytes]]],
+        added: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+        dead_rows: Sequence[tuple[int, int]],
+        dead_records: Sequence[tuple[int, bytes]],
+        records: Sequence[tuple[bytes, bytes, int]],
+        positions: Mapping[str, int],
+        watermark: int | None,
+        next_seq: int,
+    ) -> None:
+        """One commit: everything in ONE atomic WriteBatch, then the caches.
+
+        `rows`: segment -> fingerprints, seqs and article ids (UTF-8) of its new rows;
+        `added`: fingerprints, segments and seqs of all new rows in seq order, for the tables;
+        `dead_rows` (segment, seq) and `dead_records` (generation, id) are replaced entries;
+        `records`: (id, encoded record, generation) to write.
+
+        Order matters: RocksDB first, memory after, so a failed write leaves the caches equal
+        to what is on disk. Rows, article records, deletions of replaced entries, positions and
+        the watermark are all in the same WriteBatch, so a crash never splits them.
+        """
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        commit_no = self._commits + 1
+        merged: set[int] = set()
+        for sid, (fps, seqs, article_ids) in rows.items():
+            seg = self._segment_for_write(sid)
+            handle = seg.group.handle
+            for key, article_id in zip(enc.row_keys(sid, seqs), article_ids, strict=True):
+                wb.put(key, article_id, handle)
+            if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
+                # Fold the segment's older blobs into this one: O(segment), read back from disk.
+                with self._errors:
+                    old = [enc.decode_blob(raw) for raw in seg.group.cf.get(seg.blobs)]
+                fps = np.concatenate([f for f, _ in old] + [fps])
+                seqs = np.concatenate([q for _, q in old] + [seqs])
+                for key in seg.blobs:
+                    wb.delete(key, handle)
+                merged.add(sid)
+            wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
+        for sid, seq in dead_rows:
+            seg = self._segments.get(sid)
+            if seg is not None:
+                wb.delete(enc.row_key(sid, seq), seg.group.handle)
+        for gen, key in dead_records:
+            if gen in self._generations:
+                wb.delete(key, self._generations[gen][1])
+        handles: dict[int, object] = {}
+        for key, value, gen in records:
+            handle = handles.get(gen)
+            if handle is None:
+                handle = handles[gen] = self._generation_for_write(gen)
+            wb.put(key, value, handle)
+        for name, offset in positions.items():
+            wb.put(enc.position_key(name), enc.encode_u64(offset))
+        wb.put(enc.STATE_KEY, enc.encode_state(watermark, next_seq, commit_no))
+        with self._errors:
+            self._db.write(wb)
+        # Durable: now bring the caches in line.
+        for sid, _ in dead_rows:
+            seg = self._segments.get(sid)
+            if seg is not None:
+                seg.rows -= 1
+        for sid, (fps, _, _) in rows.items():
+            seg = self._segments[sid]
+            if sid in merged:
+                seg.blobs = []
+            seg.blobs.append(enc.blob_key(sid, commit_no))
+            seg.rows += len(fps)
+            seg.stored += len(fps)
+        if added is not None:
+            self._tables.append(*added)
+        self._positions.update(positions)
+        self._watermark = watermark
+        self._next_seq = next_seq
+        self._commits = commit_no
 
     # -- internals shared with Batch --------------------------------------------------------
 
@@ -453,6 +656,16 @@ class IndexStore:
     ) -> dict[str, tuple[ArticleRecord, int | None, int]]:
         """Batched `_read_record`: one multi-get per live generation."""
         found: dict[str, tuple[ArticleRecord, int | None, int]] = {}
+        raws = self._read_raw(article_ids)
+        with self._errors:
+            for article_id, (raw, gen) in raws.items():
+                record, seq = enc.decode_record(article_id, raw)
+                found[article_id] = (record, seq, gen)
+        return found
+
+    def _read_raw(self, article_ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
+        """(encoded record, generation) of these ids: one multi-get per live generation."""
+        found: dict[str, tuple[bytes, int]] = {}
         pending = list(dict.fromkeys(article_ids))
         with self._errors:
             for gen, cf in self._gen_order:
@@ -464,8 +677,7 @@ class IndexStore:
                     if raw is None:
                         missing.append(article_id)
                     else:
-                        record, seq = enc.decode_record(article_id, raw)
-                        found[article_id] = (record, seq, gen)
+                        found[article_id] = (raw, gen)
                 pending = missing
         return found
 
@@ -535,6 +747,51 @@ def _validate(options: IndexOptions) -> None:
             raise IndexStoreError(f"{name} must be positive, got {getattr(options, name)}")
     if options.future_skew_ms < 0:
         raise IndexStoreError(f"future_skew_ms must be >= 0, got {options.future_skew_ms}")
+
+
+def _validate_columns(columns: RecordColumns) -> None:
+    """`Batch.put`'s checks, over whole columns at C speed."""
+    n = len(columns.article_id)
+    for field in dataclasses.fields(columns):
+        size = len(getattr(columns, field.name))
+        if size != n:
+            raise IndexStoreError(f"column {field.name} has {size} entries, article_id has {n}")
+    if not n:
+        return
+    bad = set(map(len, columns.content_hash)) - {16}
+    if bad:
+        raise IndexStoreError(f"content_hash must be 16 bytes, got {min(bad)}")
+    low, high = min(columns.simhash), max(columns.simhash)
+    if low < 0 or high >= 2**64:
+        raise IndexStoreError(
+            f"simhash must be an unsigned 64-bit int, got {low if low < 0 else high}"
+        )
+    longest = max(map(len, columns.sketch))
+    if longest > enc.MAX_SKETCH_BYTES:
+        raise IndexStoreError(f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {longest}")
+
+
+def _changed(
+    cols: tuple[Sequence, ...], times: np.ndarray, committed: Mapping[str, tuple[bytes, int]]
+) -> list[int]:
+    """Indices of the records that differ from their id's current record when their turn
+    comes: the committed one, or the last record before them that was kept."""
+    n = len(cols[0])
+    # Compared as given, but a kept record becomes current as written (time clamped).
+    given = enc.encode_records(cols, cols[3], [None] * n)
+    current = {a: enc.record_identity(raw) for a, (raw, _) in committed.items()}
+    keep = []
+    for i, (article_id, value, event_time, written_time) in enumerate(
+        zip(cols[0], given, cols[3], times.tolist(), strict=True)
+    ):
+        identity = enc.record_identity(value)
+        if current.get(article_id) != identity:
+            keep.append(i)
+            if written_time != event_time:
+                row = tuple([column[i]] for column in cols)
+                identity = enc.record_identity(enc.encode_records(row, [written_time], [None])[0])
+            current[article_id] = identity
+    return keep
 
 
 def _check_compatible(path: Path, stored: enc.Meta, wanted: enc.Meta) -> None:
@@ -729,84 +986,48 @@ class Batch:
         self._positions[key] = next_offset
 
     def commit(self) -> None:
-        """Write everything of this batch in ONE atomic WriteBatch, then update the caches.
-
-        Order matters: RocksDB first, memory after, so a failed write leaves the caches equal
-        to what is on disk. Rows, article records, deletions of replaced entries, positions and
-        the watermark are all in the same WriteBatch, so a crash never splits them.
-        """
+        """Write everything of this batch in ONE atomic WriteBatch, then update the caches
+        (`IndexStore._write` says in what order and why)."""
         self._check()
         store = self._store
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        commit_no = store._commits + 1
         by_segment: dict[int, list[int]] = defaultdict(list)
         for i, (seq, article_id, sid) in enumerate(self._rows):
             # A row replaced later in this same batch is never written.
             if self._pending[article_id][1] == seq:
                 by_segment[sid].append(i)
-        merged: dict[int, list[bytes]] = {}
         all_fp = np.array(self._row_fp, dtype=np.uint64)
-        for sid, idx in by_segment.items():
-            seg = store._segment_for_write(sid)
-            fps = all_fp[idx]
-            seqs = np.array([self._rows[i][0] for i in idx], dtype=np.uint64)
-            handle = seg.group.handle
-            for i in idx:
-                seq, article_id, _ = self._rows[i]
-                wb.put(enc.row_key(sid, seq), article_id.encode(), handle)
-            if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
-                # Fold the segment's older blobs into this one: O(segment), read back from disk.
-                with store._errors:
-                    old = [enc.decode_blob(raw) for raw in seg.group.cf.get(seg.blobs)]
-                fps = np.concatenate([f for f, _ in old] + [fps])
-                seqs = np.concatenate([q for _, q in old] + [seqs])
-                for key in seg.blobs:
-                    wb.delete(key, handle)
-                merged[sid] = []
-            wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
-        for sid, seq in self._dead_rows:
-            seg = store._segments.get(sid)
-            if seg is not None:
-                wb.delete(enc.row_key(sid, seq), seg.group.handle)
-        for gen, article_id in self._dead_records:
-            if gen in store._generations:
-                wb.delete(article_id.encode(), store._generations[gen][1])
-        for article_id, (record, seq, gen) in self._pending.items():
-            handle = store._generation_for_write(gen)
-            wb.put(article_id.encode(), enc.encode_record(record, seq), handle)
-        for key, offset in self._positions.items():
-            wb.put(enc.position_key(key), enc.encode_u64(offset))
-        wb.put(enc.STATE_KEY, enc.encode_state(self._watermark, self._next_seq, commit_no))
-        try:
-            with store._errors:
-                store._db.write(wb)
-        except BaseException:
-            self._close()
-            raise
-        # Durable: now bring the caches in line.
-        for sid, _ in self._dead_rows:
-            seg = store._segments.get(sid)
-            if seg is not None:
-                seg.rows -= 1
-        for sid, idx in by_segment.items():
-            seg = store._segments[sid]
-            if sid in merged:
-                seg.blobs = []
-            seg.blobs.append(enc.blob_key(sid, commit_no))
-            seg.rows += len(idx)
-            seg.stored += len(idx)
-        idx = sorted(i for ids in by_segment.values() for i in ids)
-        if idx:
-            store._tables.append(
+        rows = {
+            sid: (
                 all_fp[idx],
-                np.array([self._rows[i][2] for i in idx], dtype=np.int64),
                 np.array([self._rows[i][0] for i in idx], dtype=np.uint64),
+                [self._rows[i][1].encode() for i in idx],
             )
-        store._positions.update(self._positions)
-        store._watermark = self._watermark
-        store._next_seq = self._next_seq
-        store._commits = commit_no
-        self._close()
+            for sid, idx in by_segment.items()
+        }
+        idx = sorted(i for ids in by_segment.values() for i in ids)
+        added = (
+            all_fp[idx],
+            np.array([self._rows[i][2] for i in idx], dtype=np.int64),
+            np.array([self._rows[i][0] for i in idx], dtype=np.uint64),
+        )
+        records = [
+            (article_id.encode(), enc.encode_record(record, seq), gen)
+            for article_id, (record, seq, gen) in self._pending.items()
+        ]
+        dead_records = [(gen, article_id.encode()) for gen, article_id in self._dead_records]
+        try:
+            store._write(
+                rows,
+                added,
+                self._dead_rows,
+                dead_records,
+                records,
+                self._positions,
+                self._watermark,
+                self._next_seq,
+            )
+        finally:
+            self._close()
 
     def abort(self) -> None:
         if self._open:

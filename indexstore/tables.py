@@ -21,6 +21,10 @@ from indexstore.layout import FINGERPRINT_BITS, Layout, bucket_bits
 # A new run merges into the previous one while that one is at most this many times larger:
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
 MERGE_RATIO = 2
+# Appended rows wait for a search at most up to this many: sorting a run needs ~30 bytes of
+# temporary arrays per row, so a restore of hundreds of millions of rows sorts runs of this
+# size and merges them, rather than needing gigabytes for one sort at its end.
+MAX_UNSORTED_ROWS = 1 << 22
 # Queries x rows compared at once by a plain scan; bounds the temporary matrix (8 B each).
 SCAN_CHUNK = 1 << 16
 # Rows of dropped segments are marked with this segment id and skipped; the tables are
@@ -67,6 +71,9 @@ class SearchTables:
         # Fingerprints by row, only for the plain scan: the tables hold them otherwise.
         self.fp = np.empty(1024 if not layout.tables else 0, dtype=np.uint64)
         self.runs: list[Run] = []
+        # Rows appended since the last search, not in a run yet: (row ids, fingerprints).
+        self._unsorted: list[tuple[np.ndarray, np.ndarray]] = []
+        self._unsorted_rows = 0
 
     @property
     def live(self) -> int:
@@ -75,7 +82,9 @@ class SearchTables:
     # -- building -------------------------------------------------------------------------
 
     def append(self, fps: np.ndarray, segs: np.ndarray, seqs: np.ndarray) -> None:
-        """Add committed rows; they become searchable at once."""
+        """Add committed rows; they are searchable at once, sorted into a run by the first
+        search after them, so many appends without a search between them (a restore) sort
+        their rows once instead of merging run after run."""
         m = len(fps)
         if not m:
             return
@@ -88,7 +97,20 @@ class SearchTables:
             self.fp[start : start + m] = fps
             return
         rows = np.arange(start, start + m, dtype=np.uint32)
-        self.runs.append(self._make_run(rows, np.asarray(fps, dtype=np.uint64)))
+        self._unsorted.append((rows, np.asarray(fps, dtype=np.uint64)))
+        self._unsorted_rows += m
+        if self._unsorted_rows >= MAX_UNSORTED_ROWS:
+            self.sort_appended()
+
+    def sort_appended(self) -> None:
+        """Sort the rows appended since the last search into a run now, not at that search."""
+        if not self._unsorted:
+            return
+        rows = np.concatenate([r for r, _ in self._unsorted])
+        fps = np.concatenate([f for _, f in self._unsorted])
+        self._unsorted = []
+        self._unsorted_rows = 0
+        self.runs.append(self._make_run(rows, fps))
         while len(self.runs) >= 2 and self.runs[-2].size <= MERGE_RATIO * self.runs[-1].size:
             newer = self.runs.pop()
             self.runs[-1] = self._merge(self.runs[-1], newer)
@@ -109,7 +131,7 @@ class SearchTables:
         for t, table in enumerate(self.layout.tables):
             p = table.permute(fps)
             # Ordering by the key alone is enough for bucket probes (and a radix sort).
-            order = np.argsort(table.keys(p), kind="stable")
+            order = _argsort_keys(table.keys(p))
             perm.append(p[order])
             if t == 0:
                 rows = rows[order]
@@ -160,6 +182,7 @@ class SearchTables:
 
     def _compact(self) -> None:
         """Rebuild without dead rows and renumber the rest densely: one O(n) pass."""
+        self.sort_appended()
         keep = self.seg[: self.n] != DEAD
         new_id = (np.cumsum(keep, dtype=np.int64) - 1).astype(np.uint32)
         live = int(keep.sum())
@@ -184,6 +207,7 @@ class SearchTables:
 
     def export(self) -> dict[str, np.ndarray]:
         """Every array of the tables, named, for `restore` (the snapshot at a clean close)."""
+        self.sort_appended()
         arrays = {
             "n": np.array([self.n, self.dead]),
             "seg": self.seg[: self.n],
@@ -219,6 +243,7 @@ class SearchTables:
         return self
 
     def memory_bytes(self) -> int:
+        self.sort_appended()
         arrays = [self.fp, self.seg, self.seq]
         for run in self.runs:
             arrays.extend(run.perm)
@@ -231,6 +256,7 @@ class SearchTables:
     def search(self, queries: np.ndarray) -> Hits:
         """Every (query, live row) with Hamming distance <= k, each pair once."""
         queries = np.asarray(queries, dtype=np.uint64)
+        self.sort_appended()
         if not self.live or not len(queries):
             return Hits(_EMPTY, _EMPTY, _EMPTY)
         if not self.layout.tables:
@@ -306,6 +332,16 @@ def _distinct_pairs(
     first = np.ones(len(order), dtype=bool)
     first[1:] = (q[1:] != q[:-1]) | (fp[1:] != fp[:-1])
     return q[first].astype(np.int64), distance[order][first].astype(np.int64), fp[first]
+
+
+def _argsort_keys(keys: np.ndarray) -> np.ndarray:
+    """A stable argsort of table keys. numpy sorts 16-bit integers by counting but wider ones
+    by merge sort; keys of 17..32 bits (wide layouts, e.g. k = 12) are sorted ~4x faster as
+    two stable 16-bit passes, low half first (an LSD radix sort), with the same result."""
+    if keys.dtype != np.uint32:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    return order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]
 
 
 def _interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:

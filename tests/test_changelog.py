@@ -4,6 +4,7 @@ search as the index that wrote it — also after updates and a compacted topic."
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import subprocess
@@ -23,8 +24,10 @@ from consumer.pipeline import Message
 from consumer.roles.decide import DecideStage
 from consumer.roles.domains import DomainStores
 from consumer.roles.wire import (
+    WireError,
     change_key,
     decode_change,
+    decode_changes,
     decode_fingerprinted,
     encode_change,
     encode_fingerprinted,
@@ -68,6 +71,57 @@ def test_change_record_round_trips(
         sketch,
     )
     assert decode_change(change_key(domain, article_id), encode_change(record)) == (domain, record)
+
+
+change_records = st.builds(
+    ArticleRecord,
+    texts.filter(bool),
+    st.integers(0, 2**64 - 1),
+    st.binary(min_size=16, max_size=16),
+    st.integers(-(2**62), 2**62),
+    texts,
+    st.sampled_from([kind.value for kind in DecisionKind]),
+    st.one_of(st.none(), texts),
+    st.one_of(st.none(), st.integers(0, 64)),
+    st.booleans(),
+    st.binary(max_size=20),
+    st.binary(max_size=65),
+)
+
+
+@given(
+    changes=st.lists(st.tuples(st.sampled_from(["", "zh", "a\x01"]), change_records), max_size=30)
+)
+def test_changes_decoded_in_bulk_equal_one_by_one(changes):
+    keys = [change_key(domain, record.article_id) for domain, record in changes]
+    values = [encode_change(record) for _, record in changes]
+    one_by_one: dict[str, tuple[list[int], list[ArticleRecord]]] = {}
+    for i, (key, value) in enumerate(zip(keys, values, strict=True)):
+        domain, record = decode_change(key, value)
+        one_by_one.setdefault(domain, ([], []))[0].append(i)
+        one_by_one[domain][1].append(record)
+    bulk = {
+        domain: (
+            at,
+            [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)],
+        )
+        for domain, (at, columns) in decode_changes(keys, values).items()
+    }
+    assert bulk == one_by_one
+
+
+def test_bulk_decoding_refuses_what_decoding_one_refuses():
+    record = ArticleRecord("a", 1, b"\0" * 16, 5, "a", "unique", None, None, False)
+    good = encode_change(record)
+    for key, value in [
+        (b"no separator", good),
+        (change_key("", "a"), good[:20]),
+        (change_key("", "a"), b"\x01" + good[1:]),
+    ]:
+        with pytest.raises(WireError):
+            decode_change(key, value)
+        with pytest.raises(WireError):
+            decode_changes([change_key("", "b"), key], [good, value])
 
 
 @given(

@@ -87,6 +87,10 @@ def check_against_brute_force(
         fps = rng.choice(centres, size=size) ^ masks
         segs = rng.integers(0, 8, size=size)
         tables.append(fps, segs, np.arange(len(all_fp), len(all_fp) + size, dtype=np.uint64))
+        # A run per batch (and merges), as when searches come between appends; batches of odd
+        # size wait and are sorted together with the next.
+        if size % 2 == 0:
+            tables.sort_appended()
         all_fp.extend(fps.tolist())
         all_seg.extend(segs.tolist())
     fps = np.array(all_fp, dtype=np.uint64)

@@ -326,7 +326,9 @@ def test_decide_instance_is_not_ready_while_it_restores(kafka_bootstrap, topics,
     internal, changelog = options["scaleout_internal_topic"], options["scaleout_changelog_topic"]
     for topic in (internal, changelog):
         admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
-    records = 150_000  # seconds of restoring on this machine: long enough to be seen
+    # Seconds of restoring on this machine (~130,000 records/s since the bulk restore): long
+    # enough for the test, polling every 0.2 s, to see it.
+    records = 600_000
     _produce_changes(kafka_bootstrap, changelog, records)  # to partition 0, domain ""
     assert domain_partition("", 6) == 0
     decider = RoleProcess(

@@ -26,16 +26,35 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from consumer.analysis import Analyzed
 from consumer.decisions import DecisionKind, Source
-from indexstore import ArticleRecord
+from indexstore import ArticleRecord, RecordColumns
 
 _VERSION = 2
 _INTERNAL = struct.Struct(">BQq16siqHHIH")
 _CHANGE = struct.Struct(">BQ16sqBbBHHIH")
 _NO_MATCH = 0xFFFF
+# _CHANGE as one numpy record, for reading the heads of many records at once.
+_CHANGE_HEADS = np.dtype(
+    [
+        ("version", "u1"),
+        ("simhash", ">u8"),
+        ("content_hash", "V16"),
+        ("event_time", ">i8"),
+        ("kind", "u1"),
+        ("distance", "i1"),
+        ("late", "u1"),
+        ("cluster_len", ">u2"),
+        ("matched_len", ">u2"),
+        ("payload_len", ">u4"),
+        ("sketch_len", ">u2"),
+    ]
+)
 _KIND_VALUES = tuple(kind.value for kind in DecisionKind)
 _KIND_INDEX = {value: i for i, value in enumerate(_KIND_VALUES)}
 
@@ -124,6 +143,72 @@ def encode_change(record: ArticleRecord) -> bytes:
 
 def decode_change(key: bytes, value: bytes) -> tuple[str, ArticleRecord]:
     """(domain, record) of one changelog record."""
+    domain, row = _decode_change_row(key, value)
+    return domain.decode("utf-8"), ArticleRecord(*row)
+
+
+def decode_changes(
+    keys: Sequence[bytes], values: Sequence[bytes]
+) -> dict[str, tuple[list[int], RecordColumns]]:
+    """Many changelog records by domain: the positions of each domain's records in the input
+    and the records themselves as columns. The fixed heads are read by numpy for all records
+    at once, so only the strings and bytes are sliced record by record."""
+    n = len(values)
+    if not n:
+        return {}
+    size = _CHANGE.size
+    joined = b"".join([v[:size] for v in values])
+    if len(joined) != n * size:
+        short = next(len(v) for v in values if len(v) < size)
+        raise WireError(f"changelog record too short: {short} bytes, the header alone is {size}")
+    heads = np.frombuffer(joined, dtype=_CHANGE_HEADS)
+    versions = heads["version"]
+    if (versions != _VERSION).any():
+        version = int(versions[versions != _VERSION][0])
+        raise WireError(f"changelog record version {version}, this build reads {_VERSION}")
+    split = [k.partition(b"\0") for k in keys]
+    if not all(sep for _, sep, _ in split):
+        key = next(k for k, (_, sep, _) in zip(keys, split, strict=True) if not sep)
+        raise WireError(f"changelog key {key!r} has no domain separator")
+    matched_len = heads["matched_len"].astype(np.int64)
+    has_match = matched_len != _NO_MATCH
+    cluster_end = size + heads["cluster_len"].astype(np.int64)
+    matched_end = cluster_end + np.where(has_match, matched_len, 0)
+    payload_end = matched_end + heads["payload_len"].astype(np.int64)
+    sketch_end = payload_end + heads["sketch_len"].astype(np.int64)
+    cluster_end, matched_end = cluster_end.tolist(), matched_end.tolist()
+    payload_end, sketch_end = payload_end.tolist(), sketch_end.tolist()
+    distance = heads["distance"].tolist()
+    columns = (
+        [i.decode("utf-8") for _, _, i in split],
+        heads["simhash"].tolist(),
+        heads["content_hash"].tolist(),
+        heads["event_time"].tolist(),
+        [v[size:e].decode("utf-8") for v, e in zip(values, cluster_end, strict=True)],
+        np.array(_KIND_VALUES, dtype=object)[heads["kind"]].tolist(),
+        [
+            v[a:e].decode("utf-8") if m else None
+            for v, a, e, m in zip(values, cluster_end, matched_end, has_match.tolist(), strict=True)
+        ],
+        [None if d < 0 else d for d in distance],
+        (heads["late"] == 1).tolist(),
+        [v[a:e] for v, a, e in zip(values, matched_end, payload_end, strict=True)],
+        [v[a:e] for v, a, e in zip(values, payload_end, sketch_end, strict=True)],
+    )
+    domains = [d for d, _, _ in split]
+    if domains.count(domains[0]) == n:  # the usual case: one domain per partition
+        return {domains[0].decode("utf-8"): (list(range(n)), RecordColumns(*columns))}
+    positions: dict[bytes, list[int]] = {}
+    for i, domain in enumerate(domains):
+        positions.setdefault(domain, []).append(i)
+    return {
+        domain.decode("utf-8"): (at, RecordColumns(*([c[i] for i in at] for c in columns)))
+        for domain, at in positions.items()
+    }
+
+
+def _decode_change_row(key: bytes, value: bytes) -> tuple[bytes, tuple]:
+    """(domain, the record's fields in `ArticleRecord` order) of one changelog record."""
     domain, sep, article_id = key.partition(b"\0")
     try:
         (
@@ -150,8 +235,7 @@ def decode_change(key: bytes, value: bytes) -> tuple[str, ArticleRecord]:
     if n_matched != _NO_MATCH:
         matched = value[i : i + n_matched].decode("utf-8")
         i += n_matched
-    # Positional: restore decodes every record of the window, and keywords cost ~10 %.
-    return domain.decode("utf-8"), ArticleRecord(
+    return domain, (
         article_id.decode("utf-8"),
         simhash,
         chash,
