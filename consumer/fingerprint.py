@@ -105,8 +105,8 @@ class Fingerprinter:
     the CPU cache while it runs (OpenCC alone costs about twice as much per article when stages
     alternate), and the NumPy steps run once per batch.
 
-    With the fast engine, everything after normalization but the sketch (terms, weights, top N,
-    vote, content hash) runs in the native kernel (`consumer/native/`) unless `native=False`;
+    With the fast engine, everything after normalization (terms, weights, top N, vote, content
+    hash, sketch) runs in the native kernel (`consumer/native/`) unless `native=False`;
     the Python code below is the reference it must equal, and it still serves `explain`, whose
     term lists the kernel does not return.
     """
@@ -160,12 +160,9 @@ class Fingerprinter:
             computed = self._kernel.fingerprint_many(
                 titles, contents, self.options.title_weight, self.options.max_terms or 0
             )
-            for i, title, content, (simhash, content_hash) in zip(
-                valid, titles, contents, computed, strict=True
-            ):
-                if simhash is not None:
-                    text = f"{title}\n{content}"
-                    results[i] = Fingerprint(simhash, content_hash, sketch(text), len(text))
+            for i, fingerprint in zip(valid, computed, strict=True):
+                if fingerprint is not None:
+                    results[i] = Fingerprint(*fingerprint)
             return _with_empty_text_errors(results)
 
         title_weight = self.options.title_weight

@@ -8,6 +8,7 @@
 //! running Python's Unicode tables) and the IDF table.
 
 mod murmur3;
+mod sketch;
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -16,7 +17,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use jieba_rs::Jieba;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
+
+use crate::sketch::{Sketcher, SKETCH_BYTES};
 
 /// Keys are already murmur3 hashes: hashing them again would only cost time.
 #[derive(Default)]
@@ -59,6 +62,19 @@ fn longer_than_one_char(s: &str) -> bool {
     s.chars().nth(1).is_some()
 }
 
+/// The fingerprint of an article with terms, of `text = title + "\n" + content`.
+struct Article {
+    simhash: u64,
+    /// mmh3 x64 128 of `text`.
+    content_hash: [u8; 16],
+    sketch: [u8; SKETCH_BYTES],
+    /// The length of `text` in code points.
+    chars: usize,
+}
+
+/// An `Article` as `fingerprint_many` returns it.
+type Computed<'py> = (u64, Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize);
+
 #[pyclass(frozen)]
 struct Kernel {
     jieba: Jieba,
@@ -69,6 +85,7 @@ struct Kernel {
     word_chars: Vec<u8>,
     idf: HashKeyed<f64>,
     median_idf: f64,
+    sketcher: Sketcher,
 }
 
 impl Kernel {
@@ -139,6 +156,27 @@ impl Kernel {
         }
     }
 
+    /// The fingerprint of one normalized article, or None when no term survives.
+    fn fingerprint(
+        &self,
+        title: &str,
+        content: &str,
+        title_weight: f64,
+        max_terms: usize,
+    ) -> Option<Article> {
+        let simhash = self.simhash(title, content, title_weight, max_terms)?;
+        let mut text = String::with_capacity(title.len() + 1 + content.len());
+        text.push_str(title);
+        text.push('\n');
+        text.push_str(content);
+        Some(Article {
+            simhash,
+            content_hash: murmur3::digest(text.as_bytes(), 0),
+            sketch: self.sketcher.sketch(&text),
+            chars: text.chars().count(),
+        })
+    }
+
     /// The SimHash of one article, or None when no term survives.
     fn simhash(
         &self,
@@ -198,14 +236,19 @@ impl Kernel {
 
 #[pymethods]
 impl Kernel {
-    /// `idf_keys`/`idf_values`: the IDF table's arrays as little-endian u64/f64 bytes.
+    /// `idf_keys`/`idf_values`: the IDF table's arrays as little-endian u64/f64 bytes;
+    /// `sketch_classes`/`sketch_word_chars`: `consumer.sketch`'s class of every code point (one
+    /// byte each) and its word characters (one bit each).
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         stop_words: Vec<String>,
         word_chars: &Bound<'_, PyBytes>,
         idf_keys: &Bound<'_, PyBytes>,
         idf_values: &Bound<'_, PyBytes>,
         median_idf: f64,
+        sketch_classes: &Bound<'_, PyBytes>,
+        sketch_word_chars: &Bound<'_, PyBytes>,
     ) -> PyResult<Self> {
         let (keys, values) = (idf_keys.as_bytes(), idf_values.as_bytes());
         if keys.len() != values.len() || keys.len() % 8 != 0 {
@@ -230,42 +273,63 @@ impl Kernel {
             word_chars: word_chars.as_bytes().to_vec(),
             idf,
             median_idf,
+            sketcher: Sketcher::new(
+                sketch_classes.as_bytes().to_vec(),
+                sketch_word_chars.as_bytes().to_vec(),
+            ),
         })
     }
 
-    /// For each normalized (title, content): (SimHash or None when no term survives, content
-    /// hash: mmh3 x64 128 of `title + "\n" + content`). `max_terms` 0 keeps every term.
+    /// For each normalized (title, content), of `text = title + "\n" + content`: None when no
+    /// term survives, else (SimHash, content hash: mmh3 x64 128 of `text`, sketch, length of
+    /// `text` in code points). `max_terms` 0 keeps every term.
     fn fingerprint_many<'py>(
         &self,
         py: Python<'py>,
-        titles: Vec<String>,
-        contents: Vec<String>,
+        titles: Vec<Bound<'py, PyString>>,
+        contents: Vec<Bound<'py, PyString>>,
         title_weight: f64,
         max_terms: usize,
-    ) -> PyResult<Vec<(Option<u64>, Bound<'py, PyBytes>)>> {
+    ) -> PyResult<Vec<Option<Computed<'py>>>> {
         if titles.len() != contents.len() {
             return Err(PyValueError::new_err(
                 "as many titles as contents are needed",
             ));
         }
-        let results: Vec<(Option<u64>, [u8; 16])> = py.detach(|| {
+        // Borrowed from the str objects (their cached UTF-8), which the lists keep alive.
+        let titles = titles
+            .iter()
+            .map(|s| s.to_str())
+            .collect::<PyResult<Vec<&str>>>()?;
+        let contents = contents
+            .iter()
+            .map(|s| s.to_str())
+            .collect::<PyResult<Vec<&str>>>()?;
+        let results: Vec<Option<Article>> = py.detach(|| {
             titles
                 .iter()
                 .zip(&contents)
-                .map(|(title, content)| {
-                    let simhash = self.simhash(title, content, title_weight, max_terms);
-                    let mut text = String::with_capacity(title.len() + 1 + content.len());
-                    text.push_str(title);
-                    text.push('\n');
-                    text.push_str(content);
-                    (simhash, murmur3::digest(text.as_bytes(), 0))
-                })
+                .map(|(title, content)| self.fingerprint(title, content, title_weight, max_terms))
                 .collect()
         });
         Ok(results
             .into_iter()
-            .map(|(s, d)| (s, PyBytes::new(py, &d)))
+            .map(|article| {
+                article.map(|a| {
+                    (
+                        a.simhash,
+                        PyBytes::new(py, &a.content_hash),
+                        PyBytes::new(py, &a.sketch),
+                        a.chars,
+                    )
+                })
+            })
             .collect())
+    }
+
+    /// `consumer.sketch.sketch(text)` (for tests against it).
+    fn sketch<'py>(&self, py: Python<'py>, text: &str) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.sketcher.sketch(text))
     }
 
     /// mmh3 x64 128 of `data` with `seed` as 16 bytes (for tests against mmh3).
