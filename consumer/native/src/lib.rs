@@ -108,49 +108,54 @@ impl Kernel {
     }
 
     /// `TermExtractor.count`: term hash → occurrences, of jieba's cuts of the Han runs and of
-    /// the Latin words and numbers.
+    /// the Latin words and numbers. One pass over the text finds both.
     fn count(&self, text: &str, counts: &mut HashKeyed<f64>) {
         let mut han = String::with_capacity(text.len());
         let mut in_run = false;
-        for c in text.chars() {
+        let mut chars = text.char_indices().peekable();
+        while let Some((start, c)) = chars.next() {
             if is_han(c) {
                 if !in_run && !han.is_empty() {
                     han.push(' ');
                 }
                 han.push(c);
                 in_run = true;
-            } else {
-                in_run = false;
+                continue;
+            }
+            in_run = false;
+            if !self.is_word_char(c) {
+                continue;
+            }
+            // `_WORD`: word characters, then any number of (one separator, word characters).
+            // No Han character is a word character, so a word never spans a Han run.
+            let mut end = start + c.len_utf8();
+            loop {
+                match chars.peek() {
+                    Some(&(at, d)) if self.is_word_char(d) => {
+                        end = at + d.len_utf8();
+                        chars.next();
+                    }
+                    Some(&(_, d)) if is_word_separator(d) => {
+                        let mut after = chars.clone();
+                        after.next();
+                        match after.peek() {
+                            Some(&(at, e)) if self.is_word_char(e) => {
+                                end = at + e.len_utf8();
+                                after.next();
+                                chars = after;
+                            }
+                            _ => break,
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            if let Some(h) = self.keep(&text[start..end]) {
+                *counts.entry(h).or_insert(0.0) += 1.0;
             }
         }
         for token in self.jieba.cut(&han, true) {
             if let Some(h) = self.keep(token.word) {
-                *counts.entry(h).or_insert(0.0) += 1.0;
-            }
-        }
-        // `_WORD`: word characters, then any number of (one separator, word characters).
-        let chars: Vec<(usize, char)> = text.char_indices().collect();
-        let end_of = |i: usize| chars.get(i).map_or(text.len(), |&(at, _)| at);
-        let mut i = 0;
-        while i < chars.len() {
-            if !self.is_word_char(chars[i].1) {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < chars.len() && self.is_word_char(chars[i].1) {
-                i += 1;
-            }
-            while i + 1 < chars.len()
-                && is_word_separator(chars[i].1)
-                && self.is_word_char(chars[i + 1].1)
-            {
-                i += 1;
-                while i < chars.len() && self.is_word_char(chars[i].1) {
-                    i += 1;
-                }
-            }
-            if let Some(h) = self.keep(&text[chars[start].0..end_of(i)]) {
                 *counts.entry(h).or_insert(0.0) += 1.0;
             }
         }
@@ -185,7 +190,12 @@ impl Kernel {
         title_weight: f64,
         max_terms: usize,
     ) -> Option<u64> {
-        let mut counts = HashKeyed::default();
+        // At most about one distinct term per 8 bytes of text (median 13 on hkcnews and
+        // reuters): sized once, so it never grows.
+        let mut counts = HashKeyed::with_capacity_and_hasher(
+            (title.len() + content.len()) / 8,
+            Default::default(),
+        );
         if title_weight == 1.0 {
             self.count(&format!("{title} {content}"), &mut counts);
         } else {
@@ -214,23 +224,28 @@ impl Kernel {
             weighted.select_nth_unstable_by(max_terms - 1, heavier_first);
             weighted.truncate(max_terms);
         }
-        let mut votes = [0i64; 64];
+        // Bit j's vote is (weights of terms with bit j set) - (the others') = 2 × set - total.
+        // The set sums come from sums per (nibble, nibble value): 16 additions per term
+        // instead of 64. Integer sums, so the order of addition cannot change a bit.
+        let mut by_nibble = [[0i64; 16]; 16];
+        let mut total = 0i64;
         for (weight, h) in weighted {
             let w = (weight * WEIGHT_SCALE).round_ties_even() as i64;
-            for (bit, vote) in votes.iter_mut().enumerate() {
-                if h >> bit & 1 == 1 {
-                    *vote += w;
-                } else {
-                    *vote -= w;
-                }
+            total += w;
+            for (nibble, sums) in by_nibble.iter_mut().enumerate() {
+                sums[(h >> (4 * nibble)) as usize & 15] += w;
             }
         }
-        Some(
-            votes
-                .iter()
-                .enumerate()
-                .fold(0u64, |acc, (bit, &v)| acc | (u64::from(v > 0) << bit)),
-        )
+        let mut simhash = 0u64;
+        for bit in 0..64 {
+            let sums = &by_nibble[bit / 4];
+            let set: i64 = (0..16)
+                .filter(|value| value >> (bit % 4) & 1 == 1)
+                .map(|value| sums[value])
+                .sum();
+            simhash |= u64::from(2 * set - total > 0) << bit;
+        }
+        Some(simhash)
     }
 }
 
