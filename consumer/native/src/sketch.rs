@@ -46,20 +46,23 @@ impl Sketcher {
     }
 
     pub fn sketch(&self, text: &str) -> [u8; SKETCH_BYTES] {
+        // One pass counts the letters and keeps the characters of character shingles; words
+        // are looked for only in the texts shingled by words (mostly Latin script).
+        let mut items = Vec::with_capacity(text.len());
         let (mut letters, mut latin) = (0usize, 0usize);
         for c in text.chars() {
-            match self.class(c) {
-                LETTER => letters += 1,
-                LATIN_LETTER => latin += 1,
-                _ => {}
+            let class = self.class(c);
+            letters += usize::from(class == LETTER || class == LATIN_LETTER);
+            latin += usize::from(class == LATIN_LETTER);
+            if class != DROPPED {
+                items.push(u64::from(c));
             }
         }
-        letters += latin;
         let mut out = [0u8; SKETCH_BYTES];
         let mut minima = Minima::new();
-        let mut items = Vec::with_capacity(text.len() / 2);
         if letters > 0 && 2 * latin >= letters {
             out[0] = b'w';
+            items.clear();
             self.word_hashes(text, &mut items);
             // No word, no shingle (a text of letters always has words).
             if !items.is_empty() {
@@ -67,20 +70,10 @@ impl Sketcher {
             }
         } else {
             out[0] = b'c';
-            self.kept_chars(text, &mut items);
             shingles(&items, CHAR_SHINGLE, P1, |h| minima.add(fmix64(h)));
         }
         minima.write(&mut out[1..]);
         out
-    }
-
-    /// The code points of the kept characters, in order.
-    fn kept_chars(&self, text: &str, into: &mut Vec<u64>) {
-        into.extend(
-            text.chars()
-                .filter(|&c| self.class(c) != DROPPED)
-                .map(u64::from),
-        );
     }
 
     /// The term hash (as `consumer.terms.hash_terms`) of every word, in order.
