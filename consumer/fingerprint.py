@@ -30,7 +30,7 @@ _WEIGHT_SCALE = float(1 << 16)
 # Articles per batch in `fingerprint_many`: large enough that per-call costs vanish, small enough
 # that the batch's arrays (the vote's bit matrix: 64 bytes per term) stay a few megabytes.
 # 256 to 1,024 measured alike on hkcnews.
-_BATCH = 256
+BATCH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +137,8 @@ class Fingerprinter:
         """(title, content) pairs to fingerprints, with the same results as `fingerprint`; an
         article that cannot be fingerprinted gets its error in its place, not raised."""
         results: list[Fingerprint | NewsdedupError] = []
-        for start in range(0, len(items), _BATCH):
-            results += self._fingerprint_batch(items[start : start + _BATCH], False)
+        for start in range(0, len(items), BATCH):
+            results += self._fingerprint_batch(items[start : start + BATCH], False)
         return results
 
     def _fingerprint_batch(
@@ -261,7 +261,7 @@ def _heaviest(weights: np.ndarray, hashes: np.ndarray, sizes: list[int], limit: 
         return np.sort(np.lexsort((hashes, -weights))[:limit])
     counts = np.array(sizes)
     starts = np.cumsum(counts) - counts
-    doc = np.repeat(np.arange(len(sizes), dtype=np.int16), counts)  # _BATCH < 2**15
+    doc = np.repeat(np.arange(len(sizes), dtype=np.int16), counts)  # BATCH < 2**15
     by_weight = np.argsort(-weights)
     # Stable by article (16-bit ids: a radix sort), so heaviest first within each article.
     by_weight = by_weight[np.argsort(doc[by_weight], kind="stable")]
