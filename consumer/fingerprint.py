@@ -29,7 +29,7 @@ _WEIGHT_SCALE = float(1 << 16)
 
 # Articles per batch in `fingerprint_many`: large enough that per-call costs vanish, small enough
 # that the batch's arrays (the vote's bit matrix: 64 bytes per term) stay a few megabytes.
-# 256 to 1,024 measured alike on hkcnews.
+# 256 to 1,024 measured alike on hkcnews, and 16 to 3,072 with the native kernel.
 BATCH = 256
 
 

@@ -91,10 +91,6 @@ def _code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
 
 
-def _classify(points: np.ndarray) -> np.ndarray:
-    return _classes()[points]
-
-
 def _char_shingles(points: np.ndarray) -> np.ndarray:
     chars = points.astype(np.uint64)
     if len(chars) <= CHAR_SHINGLE:
@@ -132,7 +128,7 @@ def shingle_hashes(normalized: str) -> tuple[bytes, np.ndarray]:
     `consumer.normalize`): word 3-grams when at least half of its letters are Latin, else
     character 5-grams of its letters, marks and digits."""
     points = _code_points(normalized)
-    classes = _classify(points)
+    classes = _classes()[points]
     counts = np.bincount(classes, minlength=4)
     letters = counts[_LETTER] + counts[_LATIN_LETTER]
     with np.errstate(over="ignore"):

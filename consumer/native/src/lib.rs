@@ -1,11 +1,12 @@
-//! The fast path of `consumer.fingerprint`: normalized title and content in, SimHash and content
-//! hash out, with every step after normalization in one native pass per article.
+//! The fast path of `consumer.fingerprint`: normalized title and content in, SimHash, content
+//! hash and sketch out, with every step after normalization in one native pass per article.
 //!
 //! It reimplements `consumer.terms.TermExtractor.count`, the TF-IDF weights, the top-N choice
-//! and the vote of `consumer.fingerprint` exactly; the Python code stays the reference, and
-//! tests assert equal fingerprints on real text. What would make the two differ is passed in
-//! from Python rather than rebuilt here: the stop words, which characters form Latin words (the
-//! running Python's Unicode tables) and the IDF table.
+//! and the vote of `consumer.fingerprint`, and `consumer.sketch.sketch`, exactly; the Python
+//! code stays the reference, and tests assert equal fingerprints on real text. What would make
+//! the two differ is passed in from Python rather than rebuilt here: the stop words, which
+//! characters form Latin words and how the sketch classes code points (the running Python's
+//! Unicode tables), and the IDF table.
 
 mod murmur3;
 mod sketch;
@@ -311,7 +312,8 @@ impl Kernel {
                 "as many titles as contents are needed",
             ));
         }
-        // Borrowed from the str objects (their cached UTF-8), which the lists keep alive.
+        // Borrowed from the str objects (their cached UTF-8), kept alive by `titles` and
+        // `contents` until the end of the call: no copy.
         let titles = titles
             .iter()
             .map(|s| s.to_str())

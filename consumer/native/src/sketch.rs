@@ -64,7 +64,8 @@ impl Sketcher {
             out[0] = b'w';
             items.clear();
             self.word_hashes(text, &mut items);
-            // No word, no shingle (a text of letters always has words).
+            // As `_word_shingles`: no word, no shingle (not seen in practice: letters are word
+            // characters).
             if !items.is_empty() {
                 shingles(&items, WORD_SHINGLE, P2, |h| minima.add(fmix64(h)));
             }
@@ -149,6 +150,7 @@ impl Minima {
                 let donor = (bin + distance as usize) % MINIMA;
                 fmix64(self.minima[donor].wrapping_add(u64::from(distance).wrapping_mul(P1)))
             };
+            // b-bit minwise hashing keeps the low byte.
             *byte = minimum as u8;
         }
     }
