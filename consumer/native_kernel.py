@@ -1,5 +1,6 @@
 """The native fingerprint kernel (the Rust crate in `consumer/native/`), built from the same
-stop words, word characters and IDF table as the Python path, which stays the reference."""
+stop words, word characters, IDF table and sketch tables as the Python path, which stays the
+reference."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from functools import cache
 
 from consumer._fastfp import Kernel
 from consumer.idf import load_idf
+from consumer.sketch import native_tables
 from consumer.terms import stop_words, word_char_bitmap
 
 
@@ -20,4 +22,5 @@ def load_kernel(idf_path: str | None) -> Kernel:
         table.keys.astype("<u8").tobytes(),
         table.values.astype("<f8").tobytes(),
         table.median,
+        *native_tables(),
     )

@@ -19,12 +19,13 @@ sorted once, so a sketch costs a few tens of microseconds for a 1,600-character 
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from functools import cache
 
 import numpy as np
 
-from consumer.terms import hash_terms
+from consumer.terms import char_bitmap, hash_terms
 
 MINIMA = 64
 SKETCH_BYTES = 1 + MINIMA
@@ -42,7 +43,9 @@ _P2 = _U64(0xC2B2AE3D27D4EB4F)
 # Two equal bytes by chance, between sketches of unrelated texts.
 _CHANCE = 1 / 256
 
-_WORD = re.compile(r"[^\W_]+")
+# Words of the word shingling: runs of letters and digits of any script.
+_WORD_CHAR = r"[^\W_]"
+_WORD = re.compile(f"{_WORD_CHAR}+")
 
 
 # Classes of code points: what shingles keep, and what decides word or character shingles.
@@ -51,19 +54,28 @@ _DROPPED, _KEPT, _LETTER, _LATIN_LETTER = 0, 1, 2, 3
 
 @cache
 def _classes() -> np.ndarray:
-    """The class of every code point of the Basic Multilingual Plane: letters, marks and
-    digits are kept in shingles; Latin letters decide between word and character shingles."""
-    classes = np.zeros(0x10000, dtype=np.int8)
-    for cp in range(0x10000):
-        classes[cp] = _class_of(cp)
+    """The class of every code point (~0.1 s, once): letters (general category L) are kept
+    and are Latin letters below U+0250; marks (M) and digits and other numbers (N) are kept;
+    everything else is dropped."""
+    category = unicodedata.category
+    # The first letter of each code point's category, then one vectorized pass.
+    kinds = np.frombuffer(
+        "".join([category(chr(cp))[0] for cp in range(sys.maxunicode + 1)]).encode("ascii"),
+        dtype=np.uint8,
+    )
+    letter = kinds == ord("L")
+    classes = np.full(len(kinds), _DROPPED, dtype=np.int8)
+    classes[(kinds == ord("M")) | (kinds == ord("N"))] = _KEPT
+    classes[letter] = _LETTER
+    classes[:0x250][letter[:0x250]] = _LATIN_LETTER
     return classes
 
 
-def _class_of(cp: int) -> int:
-    category = unicodedata.category(chr(cp))
-    if category[0] == "L":
-        return _LATIN_LETTER if cp < 0x250 else _LETTER
-    return _KEPT if category[0] in "MN" else _DROPPED
+def native_tables() -> tuple[bytes, bytes]:
+    """For the native kernel, which must sketch exactly as this module: the class of every
+    code point (one byte each) and the word characters (one bit each, as
+    `consumer.terms.char_bitmap`)."""
+    return _classes().tobytes(), char_bitmap(_WORD_CHAR)
 
 
 def _fmix64(h: np.ndarray) -> np.ndarray:
@@ -77,17 +89,6 @@ def _fmix64(h: np.ndarray) -> np.ndarray:
 
 def _code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-
-
-def _classify(points: np.ndarray) -> np.ndarray:
-    bmp = points < 0x10000
-    if bmp.all():
-        return _classes()[points]
-    classes = np.zeros(len(points), dtype=np.int8)
-    classes[bmp] = _classes()[points[bmp]]
-    for i in np.flatnonzero(~bmp):  # astral planes: rare (CJK extensions, emoji)
-        classes[i] = _class_of(int(points[i]))
-    return classes
 
 
 def _char_shingles(points: np.ndarray) -> np.ndarray:
@@ -127,7 +128,7 @@ def shingle_hashes(normalized: str) -> tuple[bytes, np.ndarray]:
     `consumer.normalize`): word 3-grams when at least half of its letters are Latin, else
     character 5-grams of its letters, marks and digits."""
     points = _code_points(normalized)
-    classes = _classify(points)
+    classes = _classes()[points]
     counts = np.bincount(classes, minlength=4)
     letters = counts[_LETTER] + counts[_LATIN_LETTER]
     with np.errstate(over="ignore"):

@@ -147,3 +147,5 @@ def test_bench_fingerprint_json() -> None:
     assert report["engines"]["rjieba"]["docs_per_second"] > 0
     assert report["identical_share"] >= 0.975  # 39 of 40 at least
     assert report["native_equals_python"] is True
+    floors = ("rjieba_cut_only", "normalization_only", "opencc_t2s_only")
+    assert all(report[f"{floor}_docs_per_cpu_second"] > 0 for floor in floors)

@@ -20,6 +20,9 @@ from consumer.corpus import shared_data_dir
 from consumer.errors import NewsdedupError
 from consumer.fingerprint import Fingerprinter, FingerprintOptions
 from consumer.idf import DocumentFrequencies
+from consumer.native_kernel import load_kernel
+from consumer.normalize import Normalizer
+from consumer.sketch import sketch
 from consumer.terms import _WORD_CHAR, word_char_bitmap
 
 
@@ -184,3 +187,23 @@ def _pair(options: FingerprintOptions) -> tuple[Fingerprinter, Fingerprinter]:
     if options not in _PAIRS:
         _PAIRS[options] = (Fingerprinter(options), Fingerprinter(options, native=False))
     return _PAIRS[options]
+
+
+def test_native_sketch_equals_python_on_real_text(real_text: list[tuple[str, str]]) -> None:
+    kernel = load_kernel(None)
+    normalized = Normalizer().many([text for item in real_text for text in item])
+    texts = [f"{t}\n{c}" for t, c in zip(normalized[0::2], normalized[1::2], strict=True)]
+    assert [kernel.sketch(text) for text in texts] == [sketch(text) for text in texts]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.one_of(
+        st.lists(st.sampled_from(_PIECES), max_size=40).map("".join),
+        # Any code point but lone surrogates (which normalization removes): astral letters,
+        # marks and digits, unassigned code points, texts of one to six kept characters.
+        st.text(st.characters(exclude_categories=("Cs",)), max_size=200),
+    )
+)
+def test_native_sketch_equals_python_on_any_text(text: str) -> None:
+    assert load_kernel(None).sketch(text) == sketch(text)

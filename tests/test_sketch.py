@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import re
+import sys
+import unicodedata
 from itertools import pairwise
 
 import numpy as np
@@ -12,8 +15,20 @@ from hypothesis import strategies as st
 
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.evaluation import truth
+from consumer.native_kernel import load_kernel
 from consumer.normalize import Normalizer
-from consumer.sketch import SKETCH_BYTES, estimate, sketch
+from consumer.sketch import (
+    _DROPPED,
+    _KEPT,
+    _LATIN_LETTER,
+    _LETTER,
+    _WORD_CHAR,
+    SKETCH_BYTES,
+    _classes,
+    estimate,
+    native_tables,
+    sketch,
+)
 
 NORMALIZER = Normalizer(convert_traditional=True)
 
@@ -46,6 +61,7 @@ def test_sketches_are_deterministic() -> None:
     assert sketch(text)[:1] == b"c"
     assert sketch(normalized("Reuters", "Shares of the company rose 5 pct on Monday."))[:1] == b"w"
     assert sketch(text).hex() == GOLDEN_SKETCH
+    assert load_kernel(None).sketch(text).hex() == GOLDEN_SKETCH
 
 
 GOLDEN_SKETCH = (
@@ -108,3 +124,30 @@ def test_any_text_gives_a_sketch(text: str) -> None:
     s = sketch(normalized("", text))
     assert len(s) == SKETCH_BYTES
     assert estimate(s, s) == 1.0
+    assert load_kernel(None).sketch(normalized("", text)) == s  # the native kernel's, too
+
+
+def category_class(cp: int) -> int:
+    """The sketch's class of a code point, straight from its Unicode category."""
+    kind = unicodedata.category(chr(cp))[0]
+    if kind == "L":
+        return _LATIN_LETTER if cp < 0x250 else _LETTER
+    return _KEPT if kind in "MN" else _DROPPED
+
+
+def test_code_point_classes_follow_the_unicode_categories() -> None:
+    classes = _classes()
+    assert len(classes) == sys.maxunicode + 1
+    sample = [*range(0x3000), *range(0x4DB0, 0x4E10), *range(0xFF00, 0x10000)]
+    sample += [0x1D400, 0x20000, 0x1F600, 0xE0100, 0x10FFFF]
+    for cp in sample:
+        assert classes[cp] == category_class(cp), hex(cp)
+
+
+def test_native_tables_are_the_classes_and_the_word_regex() -> None:
+    classes, word_chars = native_tables()
+    assert classes == _classes().tobytes()
+    word_char = re.compile(_WORD_CHAR)
+    for cp in [*range(0x3000), *range(0xFF00, 0x10000), 0x1D400, 0x20000, 0x1F600]:
+        assert bool(word_chars[cp >> 3] >> (cp & 7) & 1) == bool(word_char.match(chr(cp)))
+    assert len(word_chars) * 8 == sys.maxunicode + 1

@@ -1,0 +1,157 @@
+//! `consumer.sketch.sketch`: the 65-byte verification sketch of normalized text, bit for bit.
+//!
+//! Which code points are letters, Latin letters, kept or dropped, and which form words, comes
+//! from Python (the running interpreter's Unicode tables), as for the terms.
+
+use crate::murmur3::{self, fmix64};
+
+const MINIMA: usize = 64;
+pub const SKETCH_BYTES: usize = 1 + MINIMA;
+const CHAR_SHINGLE: usize = 5;
+const WORD_SHINGLE: usize = 3;
+/// The top 6 bits of a shingle's hash choose one of 64 bins.
+const BIN_SHIFT: u32 = 64 - 6;
+const P1: u64 = 0x9E37_79B9_7F4A_7C15;
+const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+
+/// `consumer.sketch`'s classes of code points.
+const DROPPED: u8 = 0;
+const LETTER: u8 = 2;
+const LATIN_LETTER: u8 = 3;
+
+pub struct Sketcher {
+    /// `consumer.sketch`'s class of every code point, one byte each.
+    classes: Vec<u8>,
+    /// One bit per code point: does `consumer.sketch._WORD`'s class match it.
+    word_chars: Vec<u8>,
+}
+
+impl Sketcher {
+    pub fn new(classes: Vec<u8>, word_chars: Vec<u8>) -> Sketcher {
+        Sketcher {
+            classes,
+            word_chars,
+        }
+    }
+
+    fn class(&self, c: char) -> u8 {
+        self.classes.get(c as usize).copied().unwrap_or(DROPPED)
+    }
+
+    fn is_word_char(&self, c: char) -> bool {
+        let cp = c as usize;
+        self.word_chars
+            .get(cp >> 3)
+            .is_some_and(|byte| byte >> (cp & 7) & 1 == 1)
+    }
+
+    pub fn sketch(&self, text: &str) -> [u8; SKETCH_BYTES] {
+        // One pass counts the letters and keeps the characters of character shingles; words
+        // are looked for only in the texts shingled by words (mostly Latin script).
+        let mut items = Vec::with_capacity(text.len());
+        let (mut letters, mut latin) = (0usize, 0usize);
+        for c in text.chars() {
+            let class = self.class(c);
+            letters += usize::from(class == LETTER || class == LATIN_LETTER);
+            latin += usize::from(class == LATIN_LETTER);
+            if class != DROPPED {
+                items.push(u64::from(c));
+            }
+        }
+        let mut out = [0u8; SKETCH_BYTES];
+        let mut minima = Minima::new();
+        if letters > 0 && 2 * latin >= letters {
+            out[0] = b'w';
+            items.clear();
+            self.word_hashes(text, &mut items);
+            // As `_word_shingles`: no word, no shingle (not seen in practice: letters are word
+            // characters).
+            if !items.is_empty() {
+                shingles(&items, WORD_SHINGLE, P2, |h| minima.add(fmix64(h)));
+            }
+        } else {
+            out[0] = b'c';
+            shingles(&items, CHAR_SHINGLE, P1, |h| minima.add(fmix64(h)));
+        }
+        minima.write(&mut out[1..]);
+        out
+    }
+
+    /// The term hash (as `consumer.terms.hash_terms`) of every word, in order.
+    fn word_hashes(&self, text: &str, into: &mut Vec<u64>) {
+        let mut start = None;
+        for (at, c) in text.char_indices() {
+            match (self.is_word_char(c), start) {
+                (true, None) => start = Some(at),
+                (false, Some(s)) => {
+                    into.push(murmur3::x64_128(&text.as_bytes()[s..at], 0).0);
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            into.push(murmur3::x64_128(&text.as_bytes()[s..], 0).0);
+        }
+    }
+}
+
+/// Polynomial hashes (multiplier `p`) of every `size` consecutive items; no more than `size`
+/// items are one shingle of themselves, its hash seeded with their number (`_char_shingles`,
+/// `_word_shingles`).
+fn shingles(items: &[u64], size: usize, p: u64, mut emit: impl FnMut(u64)) {
+    let polynomial = |seed: u64, window: &[u64]| {
+        window
+            .iter()
+            .fold(seed, |h, &x| h.wrapping_mul(p).wrapping_add(x))
+    };
+    if items.len() <= size {
+        emit(polynomial(items.len() as u64, items));
+    } else {
+        for window in items.windows(size) {
+            emit(polynomial(0, window));
+        }
+    }
+}
+
+/// One-permutation MinHash with rotation densification (`consumer.sketch._minima`).
+struct Minima {
+    minima: [u64; MINIMA],
+    present: u64,
+}
+
+impl Minima {
+    fn new() -> Minima {
+        Minima {
+            minima: [0; MINIMA],
+            present: 0,
+        }
+    }
+
+    fn add(&mut self, h: u64) {
+        let bin = (h >> BIN_SHIFT) as usize;
+        if self.present >> bin & 1 == 0 || h < self.minima[bin] {
+            self.minima[bin] = h;
+            self.present |= 1 << bin;
+        }
+    }
+
+    fn write(&self, out: &mut [u8]) {
+        if self.present == 0 {
+            return;
+        }
+        for (bin, byte) in out.iter_mut().enumerate() {
+            let minimum = if self.present >> bin & 1 == 1 {
+                self.minima[bin]
+            } else {
+                // An empty bin borrows the next non-empty bin's minimum (cyclically), salted
+                // by the distance.
+                let distance = self.present.rotate_right(bin as u32).trailing_zeros();
+                let donor = (bin + distance as usize) % MINIMA;
+                fmix64(self.minima[donor].wrapping_add(u64::from(distance).wrapping_mul(P1)))
+            };
+            // b-bit minwise hashing keeps the low byte.
+            *byte = minimum as u8;
+        }
+    }
+}
