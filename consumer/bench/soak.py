@@ -15,6 +15,7 @@ the run's second half.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -73,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=0, help="fingerprinting processes (0 = cores)")
     p.add_argument("--limit", type=int, default=20_000, help="corpus articles to cycle through")
     p.add_argument("--bootstrap-servers", help="an existing broker (default: start a private one)")
+    p.add_argument(
+        "--state",
+        help="keep the service's index and log in this new directory (default: temporary)",
+    )
     p.add_argument("--json", action="store_true", help="print samples and summary as JSON")
     p.set_defaults(handler=run_soak)
 
@@ -83,9 +88,13 @@ def run_soak(args: argparse.Namespace) -> int:
     if not articles:
         raise NewsdedupError(f"{args.data} has no articles")
     duration = args.minutes * 60
+    if args.state:
+        Path(args.state).mkdir(parents=True)  # a new one: never mix two runs' files
     with (
         _broker(args.bootstrap_servers) as bootstrap,
-        tempfile.TemporaryDirectory(prefix="newsdedup-soak-") as state,
+        contextlib.nullcontext(args.state)
+        if args.state
+        else tempfile.TemporaryDirectory(prefix="newsdedup-soak-") as state,
     ):
         topics = _topics(bootstrap, 3)
         service = _start_service(bootstrap, topics, state, args)
