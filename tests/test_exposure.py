@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from service_support import NEWSDEDUP, ServiceProcess, Topics, free_port, wait_until
+from service_support import NEWSDEDUP, ServiceProcess, Topics, family_tree, free_port, wait_until
 
 from consumer.config import IndexConfig
 from consumer.kafka_clients import redact
@@ -76,25 +76,6 @@ def test_the_container_runs_as_a_non_root_user() -> None:
 # -- listening sockets -----------------------------------------------------------------------
 
 
-def _family_tree(pid: int) -> list[int]:
-    """`pid` and every process below it (the fingerprinting workers, multiprocessing's helper)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    tree, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo.extend(parents.get(current, []))
-    return tree
-
-
 def _socket_inodes(pid: int) -> set[str]:
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -120,7 +101,7 @@ def _address(hex_address: str) -> str:
 def listening_sockets(pid: int) -> list[str]:
     """Every TCP listener, bound UDP socket and accepting Unix socket of `pid`'s process tree."""
     found = []
-    for process in _family_tree(pid):
+    for process in family_tree(pid):
         inodes = _socket_inodes(process)
         for proto in ("tcp", "tcp6", "udp", "udp6"):
             for line in Path(f"/proc/{process}/net/{proto}").read_text().splitlines()[1:]:

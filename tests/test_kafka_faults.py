@@ -26,6 +26,7 @@ from service_support import (
     ServiceProcess,
     Topics,
     committed_offsets,
+    family_tree,
     produce,
     read_all,
     wait_until,
@@ -50,19 +51,15 @@ def articles(prefix: str, n: int) -> list[dict]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of `pid` and its live children (the worker processes)."""
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    """User + system CPU time of `pid` and the processes below it (the worker processes)."""
+    total = 0
+    for process in family_tree(pid):
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            continue
-        # after the command: state ppid ... utime (index 11) stime (12)
-        if int(entry.name) == pid or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    return total
+            continue  # gone meanwhile
+        total += int(fields[11]) + int(fields[12])  # utime, stime (after the command)
+    return total / CLOCK_TICKS
 
 
 def answers(service: ServiceProcess, path: str) -> int | None:
