@@ -84,8 +84,9 @@ def _rocksdb_options(memory_bytes: int) -> rocksdict.Options:
     # small state family (positions, watermark) never fills its memtable, so without a cap
     # the logs were never deleted: 2.5 MiB a minute at 150 articles/s in a 20-minute soak,
     # with a 5-minute window. Past the cap, RocksDB flushes the families that hold the
-    # oldest log and deletes it.
-    opts.set_max_total_wal_size(max(memory_bytes // 4, 4 << 20))
+    # oldest log and deletes it. A sixteenth of the budget (16 MiB by default) flushes every
+    # few minutes at that rate and every few seconds at thousands of articles a second.
+    opts.set_max_total_wal_size(max(memory_bytes // 16, 4 << 20))
     # RocksDB's own info log (LOG) is rolled and bounded too: column families come and go
     # with segments, and each adds pages to it.
     opts.set_max_log_file_size(4 << 20)

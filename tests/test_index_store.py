@@ -465,7 +465,7 @@ def test_an_id_that_cannot_be_encoded_is_not_taken_for_damage(tmp_path: Path) ->
 def test_files_stay_bounded_while_segments_come_and_go(tmp_path: Path) -> None:
     """A live feed over many windows: write-ahead logs and RocksDB's info log must not grow
     with time. The state family (positions) rarely fills its memtable, and every log since
-    its last flush was kept before the WAL cap ([index] memory / 4, here 4 MiB)."""
+    its last flush was kept before the WAL cap ([index] memory / 16, at least 4 MiB)."""
     import random
 
     rng = random.Random(7)
