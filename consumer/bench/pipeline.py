@@ -258,14 +258,15 @@ class _Service:
 
 
 def _tree_rss(pid: int) -> int:
-    """RSS in bytes of `pid` and its children (one level: the worker pool)."""
+    """RSS in bytes of `pid` and its children (one level: the worker pool). Children of
+    every thread: the service starts its pool from a thread other than the main one."""
     total = 0
     pids = [pid]
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pids += [int(c) for c in children]
-    except OSError:
-        pass
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            pids += [int(c) for c in children.read_text().split()]
+        except OSError:
+            continue
     for p in pids:
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
