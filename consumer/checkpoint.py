@@ -46,12 +46,13 @@ MISSING_TOPIC_CODES = frozenset(
 )
 
 
-# How long a transaction's commit may take before the producer is given up; librdkafka ends
-# a commit well before (its records time out after transaction.timeout.ms, 60 s by default).
-_COMMIT_WAIT_S = 300.0
-# Waits on the broker are cut into slices this long, so that a stop request (SIGTERM) during
-# an outage is honoured within seconds: the batch in hand is then left uncommitted and read
-# again by the next run, which re-emits its decisions from the index.
+# How long a transaction's commit is waited for before it is aborted (or, if the abort is
+# refused, the producer replaced): its records time out after transaction.timeout.ms (60 s).
+_COMMIT_WAIT_S = 60.0
+# Waits on the broker (flush, commit) are cut into slices this long, so that a stop request
+# during an outage ends them: the batch in hand is then left uncommitted and read again by the
+# next run, which re-emits its decisions from the index. A call that cannot be sliced (sending
+# the offsets) is bounded by [service] stop_timeout instead.
 _WAIT_SLICE_S = 1.0
 
 
@@ -163,13 +164,10 @@ class Checkpoint:
             self.producer.begin_transaction()
             self._produce(decided)  # 2
             t2 = time.perf_counter()
-            group = self.consumer.consumer_group_metadata()
-            self._resume_until_done(  # 3
-                lambda timeout: self.producer.send_offsets_to_transaction(
-                    list(offsets), group, timeout
-                )
+            self.producer.send_offsets_to_transaction(  # 3
+                list(offsets), self.consumer.consumer_group_metadata(), 30.0
             )
-            self._resume_until_done(self.producer.commit_transaction)
+            self._commit_transaction()
             decided.stage_seconds["produce"] = t2 - t1
             decided.stage_seconds["commit"] = time.perf_counter() - t2
         except KafkaException as e:
@@ -193,16 +191,16 @@ class Checkpoint:
             # Cannot happen after a successful commit, but never lose track of a failure.
             raise self._delivery_failure()
 
-    def _resume_until_done(self, call: Callable[[float], None]) -> None:
-        """Run a resumable transaction call (send offsets, commit) in short slices until it
-        ends. One that times out goes on inside librdkafka, and calling it again waits for that
-        same operation, which ends in success or in an error (e.g. its records timing out after
-        transaction.timeout.ms); any other transaction call meanwhile is refused as conflicting.
-        So wait it out, unless the wait runs too long or the service is asked to stop."""
+    def _commit_transaction(self) -> None:
+        # A commit that times out goes on inside librdkafka: calling it again waits for that
+        # same commit, which ends in success or in an error (e.g. its records timing out after
+        # transaction.timeout.ms). Any other transaction call meanwhile is refused as
+        # conflicting, so abort only once the commit has ended, or give the producer up
+        # (_abort). Short calls let a stop request through between them.
         deadline = time.monotonic() + _COMMIT_WAIT_S
         while True:
             try:
-                call(_WAIT_SLICE_S)
+                self.producer.commit_transaction(_WAIT_SLICE_S)
                 return
             except KafkaException as e:
                 error: KafkaError = e.args[0]
