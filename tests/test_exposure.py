@@ -18,6 +18,7 @@ from service_support import NEWSDEDUP, ServiceProcess, Topics, family_tree, free
 
 from consumer.config import IndexConfig
 from consumer.kafka_clients import redact
+from consumer.roles.domains import DomainStores
 from consumer.state import open_index
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,21 @@ def test_a_new_state_directory_is_owner_only(tmp_path: Path, umask: int) -> None
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o700
     assert (path / "CURRENT").exists(), "the index was not created inside it"
+
+
+def test_the_decide_roles_directories_are_owner_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "state"
+    previous = os.umask(0o022)
+    try:
+        with caplog.at_level(logging.WARNING), DomainStores(IndexConfig(path=str(root))) as stores:
+            stores.store(3, "zh")
+    finally:
+        os.umask(previous)
+    for directory in (root, root / "partition-3", root / "partition-3" / "domain=zh"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    assert not any("readable by other users" in r.getMessage() for r in caplog.records)
 
 
 def test_an_existing_open_state_directory_is_kept_and_reported(

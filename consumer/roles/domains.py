@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from consumer.config import IndexConfig
-from consumer.state import open_index
+from consumer.state import ensure_private_dir, open_index
 from indexstore import IndexStore
 
 CHANGELOG_POSITION = "changelog"
@@ -64,8 +64,10 @@ class DomainStores:
     def store(self, partition: int, domain: str) -> IndexStore:
         stores = self.open_partition(partition)
         if domain not in stores:
+            # Owner-only at every level, as the single-process index (consumer/state.py).
+            ensure_private_dir(self.root)
+            ensure_private_dir(self.partition_dir(partition))
             path = self.partition_dir(partition) / domain_dir_name(domain)
-            path.mkdir(parents=True, exist_ok=True)
             stores[domain] = open_index(self.config, str(path))
         return stores[domain]
 
