@@ -248,3 +248,21 @@ def family_tree(pid: int) -> list[int]:
         tree.append(current)
         todo.extend(parents.get(current, []))
     return tree
+
+
+def decisions_by_id(records: list[Record], ids: set[str], delivery: str) -> dict[str, list[dict]]:
+    """Every article's decisions, asserting what the delivery mode promises: each of `ids`
+    decided, exactly once under exactly_once (a read_committed reader), or only ever with
+    identical decisions under at_least_once."""
+    decisions: dict[str, list[dict]] = {}
+    for r in records:
+        d = r.json()
+        decisions.setdefault(d["id"], []).append(d)
+    assert set(decisions) == ids, f"{len(ids - set(decisions))} articles have no decision"
+    if delivery == "exactly_once":
+        doubled = [i for i, ds in decisions.items() if len(ds) > 1]
+        assert not doubled, f"{len(doubled)} articles decided more than once, e.g. {doubled[:3]}"
+    else:
+        changed = [i for i, ds in decisions.items() if any(d != ds[0] for d in ds)]
+        assert not changed, f"re-emitted decisions differ, e.g. {decisions[changed[0]]}"
+    return decisions

@@ -7,7 +7,14 @@ import random
 import time
 
 import pytest
-from service_support import ServiceProcess, Topics, produce, read_all, wait_until
+from service_support import (
+    ServiceProcess,
+    Topics,
+    decisions_by_id,
+    produce,
+    read_all,
+    wait_until,
+)
 
 from consumer.config import IndexConfig
 from consumer.corpus import iter_jsonl, shared_data_dir
@@ -71,17 +78,7 @@ def test_sigkill_loses_nothing_and_doubles_nothing(kafka_bootstrap, topics, tmp_
     assert service.stop() == 0, service.log()[-3000:]
     assert service.log().count("starting") == KILLS + 1
 
-    decisions: dict[str, list[dict]] = {}
-    for r in records:
-        d = r.json()
-        decisions.setdefault(d["id"], []).append(d)
-    assert set(decisions) == ids, f"{len(ids - set(decisions))} articles have no decision"
-    if delivery == "exactly_once":
-        doubled = [i for i, ds in decisions.items() if len(ds) > 1]
-        assert not doubled, f"{len(doubled)} articles decided more than once, e.g. {doubled[:3]}"
-    else:
-        changed = [i for i, ds in decisions.items() if any(d != ds[0] for d in ds)]
-        assert not changed, f"re-emitted decisions differ, e.g. {decisions[changed[0]]}"
+    decisions = decisions_by_id(records, ids, delivery)
 
     # The options the service ran with (its defaults plus what ServiceProcess sets), so the
     # store's compatibility check compares like with like.

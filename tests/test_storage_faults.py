@@ -15,6 +15,7 @@ from service_support import (
     ServiceProcess,
     Topics,
     committed_offsets,
+    decisions_by_id,
     produce,
     read_all,
     wait_until,
@@ -108,17 +109,7 @@ def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
         )
         assert service.stop() == 0, service.log()[-3000:]
 
-    decisions: dict[str, list[dict]] = {}
-    for r in records:
-        d = r.json()
-        decisions.setdefault(d["id"], []).append(d)
-    assert set(decisions) == ids, f"{len(ids - set(decisions))} articles have no decision"
-    if delivery == "exactly_once":
-        doubled = [i for i, ds in decisions.items() if len(ds) > 1]
-        assert not doubled, f"{len(doubled)} articles decided more than once, e.g. {doubled[:3]}"
-    else:
-        changed = [i for i, ds in decisions.items() if any(d != ds[0] for d in ds)]
-        assert not changed, f"re-emitted decisions differ, e.g. {decisions[changed[0]]}"
+    decisions = decisions_by_id(records, ids, delivery)
     with IndexStore.open(state, OPTIONS) as store:
         assert store.stats().articles == len(ids)
         for article_id in ids:
