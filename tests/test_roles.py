@@ -1,11 +1,16 @@
 """The roles' derived settings and the [scaleout] options: groups, topics and transactional ids
 of their own, a decide poll interval long enough for a restore, and bad options refused."""
 
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from consumer.config import load_config
 from consumer.errors import ConfigError
-from consumer.roles.common import role_config
+from consumer.roles.common import ensure_scaleout_topics, role_config
 from consumer.roles.wire import domain_partition
 
 
@@ -50,3 +55,28 @@ def test_a_domain_always_maps_to_the_same_partition():
     # CRC-32, not the per-process salted hash(): every instance and version must agree, or a
     # domain would move to a partition whose changelog lacks its history.
     assert [domain_partition(d, 6) for d in ("", "zh", "en", "tenant-7")] == [0, 5, 0, 4]
+
+
+def test_instances_starting_together_all_learn_the_partition_count(kafka_bootstrap):
+    # Found by CI: three instances created the topics at once; a loser of the race read the
+    # metadata before the topics had partitions, took 0 and divided by it on the first batch.
+    for attempt in range(5):
+        tag = f"{uuid.uuid4().hex[:8]}"
+        config = load_config(
+            environ={
+                "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+                "NEWSDEDUP_SCALEOUT_INTERNAL_TOPIC": f"race-internal-{tag}",
+                "NEWSDEDUP_SCALEOUT_CHANGELOG_TOPIC": f"race-changelog-{tag}",
+                "NEWSDEDUP_SCALEOUT_PARTITIONS": "6",
+            }
+        )
+        start = threading.Barrier(4)
+
+        def instance_start() -> int:
+            admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+            start.wait()
+            return ensure_scaleout_topics(admin, config)
+
+        with ThreadPoolExecutor(4) as pool:
+            counts = list(pool.map(lambda _: instance_start(), range(4)))
+        assert counts == [6, 6, 6, 6], f"attempt {attempt}"

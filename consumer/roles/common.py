@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+import time
 from contextlib import AbstractContextManager
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -89,13 +90,35 @@ def ensure_scaleout_topics(admin: AdminClient, config: Config) -> int:
             except KafkaException as e:
                 if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise TopicError(f"cannot create topic {topic!r}: {e.args[0].str()}") from None
-    counts = {t: topic_partitions(admin, t) for t in wanted}
+    counts = {t: _settled_partitions(admin, t) for t in wanted}
     if len(set(counts.values())) != 1:
         raise TopicError(
             f"the internal and changelog topics must have the same partitions, found {counts}: "
             "a domain's changelog partition is its internal partition"
         )
-    return counts[so.internal_topic] or 0
+    return counts[so.internal_topic]
+
+
+def _settled_partitions(admin: AdminClient, topic: str, timeout: float = 30.0) -> int:
+    """The partition count of a topic that exists. Just after a creation (this instance's or
+    another's racing it) the broker may answer "unknown" or "no partitions" for a while; a
+    count of 0 taken then would send every record to partition `crc % 0`."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            count = topic_partitions(admin, topic)
+        except KafkaException as e:
+            # LEADER_NOT_AVAILABLE and the like: the partitions are still being placed.
+            if time.monotonic() >= deadline:
+                raise TopicError(f"topic {topic!r} has no usable metadata: {e}") from None
+            count = None
+        if count:
+            return count
+        if time.monotonic() >= deadline:
+            raise TopicError(f"topic {topic!r} reports no partitions after {timeout:.0f} s")
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
 
 
 class RoleService(Service):
