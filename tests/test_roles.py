@@ -71,12 +71,13 @@ def test_instances_starting_together_all_learn_the_partition_count(kafka_bootstr
             }
         )
         start = threading.Barrier(4)
-
-        def instance_start() -> int:
-            admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-            start.wait()
-            return ensure_scaleout_topics(admin, config)
-
         with ThreadPoolExecutor(4) as pool:
-            counts = list(pool.map(lambda _: instance_start(), range(4)))
+            counts = list(pool.map(_instance_start, [(kafka_bootstrap, config, start)] * 4))
         assert counts == [6, 6, 6, 6], f"attempt {attempt}"
+
+
+def _instance_start(args: tuple) -> int:
+    bootstrap, config, start = args
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    start.wait()
+    return ensure_scaleout_topics(admin, config)
