@@ -108,7 +108,6 @@ class MatchConfig:
 @dataclass(frozen=True, slots=True)
 class ServiceConfig:
     workers: int = 0  # fingerprinting processes; 0 = one per core
-    expire_interval: str = "60s"
     stuck_after: str = "60s"  # /healthz fails when the loop has not turned for this long
     stop_timeout: str = "8s"  # past this after SIGTERM, exit without finishing the batch
 
@@ -308,7 +307,6 @@ def _validate(config: Config) -> None:
         ("[index] retention", idx.retention),
         ("[index] future_skew", idx.future_skew),
         ("[kafka] batch_max_wait", k.batch_max_wait),
-        ("[service] expire_interval", config.service.expire_interval),
         ("[service] stuck_after", config.service.stuck_after),
         ("[service] stop_timeout", config.service.stop_timeout),
     ):

@@ -73,8 +73,6 @@ class Service:
         self._decided_since_log = 0
         self._last_throughput_log = time.monotonic()
         self._last_stats = 0.0
-        self._last_expire = time.monotonic()
-        self._expire_every_s = parse_duration_ms(config.service.expire_interval) / 1000
         self.http: HealthServer | None = None
         self._admin: AdminClient | None = None
 
@@ -338,8 +336,7 @@ class Service:
 
     def _housekeeping(self, store: IndexStore) -> None:
         now = time.monotonic()
-        if now - self._last_expire >= self._expire_every_s:
-            self._last_expire = now
+        if store.expiry_due():
             dropped = store.expire()
             if dropped:
                 self.metrics.segments_expired.inc(len(dropped))

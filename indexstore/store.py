@@ -344,6 +344,16 @@ class IndexStore:
     def watermark_ms(self) -> int | None:
         return self._watermark
 
+    def expiry_due(self) -> bool:
+        """Whether a segment has left the window, so `expire()` would drop something. Cheap
+        enough to ask after every batch: a replay of history moves the watermark by days per
+        batch, and column families left behind make each new one slower to create (RocksDB
+        rewrites the options of every family it holds)."""
+        if self._watermark is None or not self._segments:
+            return False
+        oldest = min(self._segments)
+        return (oldest + 1) * self._meta.segment_ms <= self._watermark - self._options.retention_ms
+
     def stats(self) -> IndexStats:
         self._check_open()
         segments = []

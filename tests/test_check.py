@@ -141,3 +141,27 @@ def test_short_texts_match_only_exactly(tmp_path: Path) -> None:
     assert decisions["h2"]["decision"] == "unique"
     assert decisions["h3"]["decision"] == "duplicate"
     assert decisions["h3"]["matched_id"] == "h1"
+
+
+def test_a_replay_of_history_keeps_only_the_window(tmp_path: Path) -> None:
+    # A year of dated news, a day apart: the watermark carries each day out of the 72 h
+    # window, so the state directory must end with the last few days only, as the live
+    # service's would (check used to keep every segment and column family it ever made).
+    articles = corpus("zh_hkcnews_2017_2022", 120)
+    for day, a in enumerate(articles):
+        a["published_at"] = (
+            np.datetime64("2025-01-01T10:00:00") + np.timedelta64(3 * day, "D")
+        ).astype(str) + "Z"
+    decisions = run_check(tmp_path, articles)
+    assert [d["id"] for d in decisions] == [a["id"] for a in articles]
+    state = next(tmp_path.glob("state-*"))
+    stats = subprocess.run(
+        [*NEWSDEDUP, "index", "stats", "--state", str(state), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    info = json.loads(stats.stdout)
+    assert info["articles"] <= 2, info
+    assert len(info["segments"]) <= 2, info

@@ -219,8 +219,6 @@ def _start_service(
         "NEWSDEDUP_INDEX_PATH": str(Path(state) / "index"),
         "NEWSDEDUP_INDEX_RETENTION": args.retention,
         "NEWSDEDUP_INDEX_SEGMENT": args.segment,
-        # Expire as often as segments end, so the disk follows the window closely.
-        "NEWSDEDUP_SERVICE_EXPIRE_INTERVAL": args.segment,
         "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{port}",
         "NEWSDEDUP_SERVICE_WORKERS": str(args.workers),
         "NEWSDEDUP_LOG_LEVEL": "WARNING",

@@ -74,6 +74,8 @@ def run_check(args: argparse.Namespace) -> int:
             # The index first, as in the service: a rerun with the same --state re-emits the
             # stored decisions.
             decided.index_batch.commit()
+            if store.expiry_due():
+                store.expire()
             for outcome in decided.outcomes:
                 if isinstance(outcome, Decision):
                     out.write(outcome.to_json() + "\n")
