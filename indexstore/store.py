@@ -1006,15 +1006,25 @@ class Batch:
         self._check()
         self._positions[key] = next_offset
 
-    def commit(self) -> None:
+    def commit(self, expire: bool = False) -> None:
         """Write everything of this batch in ONE atomic WriteBatch, then update the caches
-        (`IndexStore._write` says in what order and why)."""
+        (`IndexStore._write` says in what order and why).
+
+        With `expire`, the same as `commit()` then `expire()`, except that what that expiry
+        would drop at once is never written. A replay of history moves the watermark by
+        months per batch: written, every group of segments it passed would cost a column
+        family created and dropped again.
+        """
         self._check()
         store = self._store
+        seg_ms, gen_ms = store._meta.segment_ms, store._meta.generation_ms
+        cut = None
+        if expire and self._watermark is not None:
+            cut = self._watermark - store._options.retention_ms
         by_segment: dict[int, list[int]] = defaultdict(list)
         for i, (seq, article_id, sid) in enumerate(self._rows):
             # A row replaced later in this same batch is never written.
-            if self._pending[article_id][1] == seq:
+            if self._pending[article_id][1] == seq and (cut is None or (sid + 1) * seg_ms > cut):
                 by_segment[sid].append(i)
         all_fp = np.array(self._row_fp, dtype=np.uint64)
         rows = {
@@ -1034,6 +1044,7 @@ class Batch:
         records = [
             (article_id.encode(), enc.encode_record(record, seq), gen)
             for article_id, (record, seq, gen) in self._pending.items()
+            if cut is None or (gen + 1) * gen_ms > cut
         ]
         dead_records = [(gen, article_id.encode()) for gen, article_id in self._dead_records]
         try:
@@ -1049,6 +1060,8 @@ class Batch:
             )
         finally:
             self._close()
+        if expire:
+            store.expire()
 
     def abort(self) -> None:
         if self._open:
