@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from indexstore.layout import FINGERPRINT_BITS, Layout, bucket_bits
+from indexstore.layout import BUCKET_US, FINGERPRINT_BITS, PROBE_US, SCAN_US, Layout, bucket_bits
 
 # A new run merges into the previous one while that one is at most this many times larger:
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
@@ -60,10 +60,22 @@ class Hits:
     distance: np.ndarray  # int64
 
 
+def scan_break_even(layout: Layout) -> int:
+    """Live rows below which comparing a query with every row costs less than the fixed part
+    of probing the layout's tables (its probes and bucket lookups, from `layout_cost`'s
+    constants). The layout is chosen for the expected window; a young index, a quiet feed or
+    a replay of sparse history holds far fewer rows, and at k = 12 the fixed part alone is
+    worth a scan of ~18,000 rows."""
+    fixed = len(layout.tables) * PROBE_US + layout.expected_buckets * BUCKET_US
+    return int(fixed / SCAN_US)
+
+
 class SearchTables:
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, scan_below: int | None = None) -> None:
         self.layout = layout
         self.k = layout.max_distance
+        # Below this many rows a search scans table 0's runs instead of probing (both exact).
+        self.scan_below = scan_break_even(layout) if scan_below is None else scan_below
         self.n = 0
         self.dead = 0
         self.seg = np.empty(1024, dtype=np.int64)
@@ -261,6 +273,8 @@ class SearchTables:
             return Hits(_EMPTY, _EMPTY, _EMPTY)
         if not self.layout.tables:
             return self._scan(queries)
+        if self.n < self.scan_below:
+            return self._scan_runs(queries)
         found_q, found_r, found_d = [], [], []
         first = self.layout.tables[0]
         radius = self.layout.radius
@@ -299,6 +313,31 @@ class SearchTables:
         # A neighbour agreeing on several key sets is found by several tables: count it once.
         pair, first_index = np.unique((q << 32) | r, return_index=True)
         q, r, d = pair >> 32, pair & 0xFFFFFFFF, d[first_index]
+        alive = self.seg[r] != DEAD
+        return Hits(q[alive], r[alive], d[alive])
+
+    def _scan_runs(self, queries: np.ndarray) -> Hits:
+        """Every row compared with every query, through table 0's runs: its permutation keeps
+        Hamming distances, so no fingerprint has to be stored twice for this."""
+        qp = self.layout.tables[0].permute(queries)
+        found_q, found_r, found_d = [], [], []
+        for run in self.runs:
+            keys = run.perm[0]
+            step = max(1, SCAN_CHUNK // max(len(keys), 1))
+            for lo in range(0, len(qp), step):
+                d = np.bitwise_count(qp[lo : lo + step, None] ^ keys[None, :])
+                q, i = np.nonzero(d <= self.k)
+                found_q.append(q + lo)
+                found_r.append(run.rows[i].astype(np.int64))
+                found_d.append(d[q, i])
+        if not found_q:
+            return Hits(_EMPTY, _EMPTY, _EMPTY)
+        q = np.concatenate(found_q).astype(np.int64)
+        r = np.concatenate(found_r)
+        d = np.concatenate(found_d).astype(np.int64)
+        # The order of the tables' answer: by query, then row.
+        order = np.lexsort((r, q))
+        q, r, d = q[order], r[order], d[order]
         alive = self.seg[r] != DEAD
         return Hits(q[alive], r[alive], d[alive])
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 
 from indexstore.layout import Layout, choose_layout, pigeonhole_layout, probe_radius
-from indexstore.tables import SearchTables
+from indexstore.tables import SearchTables, scan_break_even
 
 
 def brute(fps: np.ndarray, segs: np.ndarray, dropped: set[int], q: int, k: int) -> set[int]:
@@ -76,7 +76,9 @@ def check_against_brute_force(
 ) -> None:
     k = layout.max_distance
     rng = np.random.default_rng(seed)
-    tables = SearchTables(layout)
+    # The tables probed, and the same rows scanned through table 0 (what a small window uses).
+    tables = SearchTables(layout, scan_below=0)
+    scanned = SearchTables(layout, scan_below=2**62)
     centres = rng.integers(0, 2**64, size=4, dtype=np.uint64)
     all_fp, all_seg = [], []
     for size in batches:
@@ -86,11 +88,14 @@ def check_against_brute_force(
         )
         fps = rng.choice(centres, size=size) ^ masks
         segs = rng.integers(0, 8, size=size)
-        tables.append(fps, segs, np.arange(len(all_fp), len(all_fp) + size, dtype=np.uint64))
+        seqs = np.arange(len(all_fp), len(all_fp) + size, dtype=np.uint64)
+        tables.append(fps, segs, seqs)
+        scanned.append(fps, segs, seqs)
         # A run per batch (and merges), as when searches come between appends; batches of odd
         # size wait and are sorted together with the next.
         if size % 2 == 0:
             tables.sort_appended()
+            scanned.sort_appended()
         all_fp.extend(fps.tolist())
         all_seg.extend(segs.tolist())
     fps = np.array(all_fp, dtype=np.uint64)
@@ -99,9 +104,13 @@ def check_against_brute_force(
     for drop in [None, *drops]:
         if drop is not None:
             tables.drop_segments([drop])
+            scanned.drop_segments([drop])
             dropped.add(drop)
         queries = np.concatenate((centres, fps[:: max(1, len(fps) // 20)]))
         hits = tables.search(queries)
+        by_scan = scanned.search(queries)
+        for field in ("query", "row", "distance"):
+            assert getattr(by_scan, field).tolist() == getattr(hits, field).tolist()
         for i, q in enumerate(queries.tolist()):
             mine = hits.row[hits.query == i]
             got = {int(tables.seq[r]) for r in mine.tolist()}
@@ -120,7 +129,7 @@ def test_many_identical_fingerprints_cost_linear_memory(k: int) -> None:
     fps = rng.integers(0, 2**63, 50_000, dtype=np.uint64)
     copies = 3_000
     fps[:copies] = fps[0]
-    tables = SearchTables(choose_layout(k, 1_000_000))
+    tables = SearchTables(choose_layout(k, 1_000_000), scan_below=0)
     tables.append(fps, np.zeros(len(fps), dtype=np.int64), np.arange(len(fps), dtype=np.uint64))
     tracemalloc.start()
     try:
@@ -131,3 +140,11 @@ def test_many_identical_fingerprints_cost_linear_memory(k: int) -> None:
     expected = {i for i in range(len(fps)) if bin(int(fps[i]) ^ int(fps[0])).count("1") <= k}
     assert sorted(hits.row.tolist()) == sorted(expected)
     assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB for one query"
+
+
+def test_a_window_far_smaller_than_expected_is_scanned() -> None:
+    # The layout for a million articles at k = 12 costs ~70 us per query before it finds
+    # anything; a window of a few thousand rows is compared row by row faster.
+    layout = choose_layout(12, 1_000_000)
+    assert 5_000 < scan_break_even(layout) < 100_000
+    assert scan_break_even(choose_layout(3, 1_000_000)) < 5_000
