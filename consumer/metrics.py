@@ -65,6 +65,13 @@ class Metrics:
         self.index_segments = Gauge(
             "newsdedup_index_segments", "Live time segments in the index", registry=r
         )
+        self.index_memory_bytes = Gauge(
+            "newsdedup_index_memory_bytes",
+            "Memory of the index by part: RocksDB's block cache (memtables are charged to it), "
+            "memtables, table readers, and the search tables",
+            ["part"],
+            registry=r,
+        )
         self.index_disk_bytes = Gauge(
             "newsdedup_index_disk_bytes", "Bytes of the index directory on disk", registry=r
         )

@@ -361,6 +361,8 @@ class Service:
         self.metrics.index_articles.set(stats.articles)
         self.metrics.index_segments.set(len(stats.segments))
         self.metrics.index_disk_bytes.set(stats.disk_bytes)
+        for part, size in store.memory_usage().items():
+            self.metrics.index_memory_bytes.labels(part).set(size)
 
     # -- librdkafka callbacks (called from inside consume) -----------------------------------
 

@@ -344,6 +344,24 @@ class IndexStore:
     def watermark_ms(self) -> int | None:
         return self._watermark
 
+    def memory_usage(self) -> dict[str, int]:
+        """Bytes held in memory now, by part. RocksDB charges its memtables to the block cache,
+        so `block_cache` includes `memtables`; both stay within `memory_bytes`."""
+        self._check_open()
+        families = [self._db, *(g.cf for g in self._groups.values())]
+        families += [cf for cf, _ in self._generations.values()]
+
+        def total(name: str) -> int:
+            return sum(f.property_int_value(name) or 0 for f in families)
+
+        with self._errors:
+            return {
+                "block_cache": self._db.property_int_value("rocksdb.block-cache-usage") or 0,
+                "memtables": total("rocksdb.cur-size-all-mem-tables"),
+                "table_readers": total("rocksdb.estimate-table-readers-mem"),
+                "search_tables": self._tables.memory_bytes(),
+            }
+
     def expiry_due(self) -> bool:
         """Whether a segment has left the window, so `expire()` would drop something. Cheap
         enough to ask after every batch: a replay of history moves the watermark by days per

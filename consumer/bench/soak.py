@@ -49,7 +49,9 @@ class Sample:
     produced: int
     decided: int  # decisions + dead letters the service reports
     decided_per_s: float  # since the previous sample
-    rss_mib: float
+    rss_mib: float  # the service and its worker processes
+    main_rss_mib: float  # the service process alone
+    block_cache_mib: float  # RocksDB's block cache, memtables included
     disk_mib: float
     index_articles: int
     index_segments: int
@@ -185,7 +187,8 @@ class _SoakService:
         self.metrics_port = metrics_port
 
     def metrics(self) -> dict[str, float]:
-        """Sums of every sample of each metric family (labels added up)."""
+        """Sums of every sample of each metric family (labels added up), and each labelled
+        sample as "name:value,value"."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as r:
             text = r.read().decode()
@@ -193,6 +196,8 @@ class _SoakService:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 totals[s.name] = totals.get(s.name, 0.0) + s.value
+                if s.labels:
+                    totals[f"{s.name}:{','.join(s.labels.values())}"] = s.value
         return totals
 
     def stop(self) -> int:
@@ -272,6 +277,8 @@ def _sample(
         decided=decided,
         decided_per_s=round((decided - last_decided) / max(elapsed - last_elapsed, 1e-3), 1),
         rss_mib=round(_tree_rss(service.process.pid) / 2**20, 1),
+        main_rss_mib=round(m.get("newsdedup_process_resident_memory_bytes", 0) / 2**20, 1),
+        block_cache_mib=round(m.get("newsdedup_index_memory_bytes:block_cache", 0) / 2**20, 1),
         disk_mib=round(_disk_bytes(state) / 2**20, 1),
         index_articles=int(m.get("newsdedup_index_articles", 0)),
         index_segments=int(m.get("newsdedup_index_segments", 0)),
@@ -306,6 +313,8 @@ def _summary(samples: list[Sample], args: argparse.Namespace) -> dict[str, float
         "rss_mib_first_half_max": max((s.rss_mib for s in samples[: len(samples) // 2]), default=0),
         "rss_mib_second_half_max": max((s.rss_mib for s in half), default=0.0),
         "rss_mib_per_10_min": round(_slope_per_10_min(xs, [s.rss_mib for s in half]), 2),
+        "main_rss_mib_per_10_min": round(_slope_per_10_min(xs, [s.main_rss_mib for s in half]), 2),
+        "block_cache_mib_max": max((s.block_cache_mib for s in samples), default=0.0),
         "disk_mib_max": max((s.disk_mib for s in samples), default=0.0),
         "disk_mib_per_10_min": round(_slope_per_10_min(xs, [s.disk_mib for s in half]), 2),
         "index_articles_max": max((s.index_articles for s in samples), default=0),
@@ -320,13 +329,15 @@ def _print(samples: list[Sample], summary: dict[str, float], args: argparse.Name
         f"{args.delivery}"
     )
     print(
-        f"{'s':>6} {'produced':>9} {'decided':>9} {'per s':>7} {'RSS MiB':>8} {'disk MiB':>9} "
+        f"{'s':>6} {'produced':>9} {'decided':>9} {'per s':>7} {'RSS MiB':>8} {'main':>6} "
+        f"{'cache':>6} {'disk MiB':>9} "
         f"{'indexed':>8} {'segments':>8} {'expired':>8}"
     )
     for s in samples:
         print(
             f"{s.elapsed_s:>6.0f} {s.produced:>9} {s.decided:>9} {s.decided_per_s:>7.1f} "
-            f"{s.rss_mib:>8.0f} {s.disk_mib:>9.1f} {s.index_articles:>8} {s.index_segments:>8} "
+            f"{s.rss_mib:>8.0f} {s.main_rss_mib:>6.0f} {s.block_cache_mib:>6.1f} "
+            f"{s.disk_mib:>9.1f} {s.index_articles:>8} {s.index_segments:>8} "
             f"{s.segments_expired:>8}"
         )
     print("second half:", ", ".join(f"{k}={v}" for k, v in summary.items()))
