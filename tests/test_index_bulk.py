@@ -126,14 +126,14 @@ def assert_equal(
     assert searches(bulk, probes) == searches(one, probes)
 
 
-def run(root: Path, k: int, expected: int, segment_ms: int, skip: bool, program, probes) -> None:
-    opts = options(k, expected, segment_ms)
-    paths = root / "one", root / "bulk"
+def run_pair(paths, opts: IndexOptions, program, probes, feed, table_memory: bool = True) -> None:
+    """Two stores driven by one program: `feed(reference, other, chunk, position)` applies a
+    chunk to both, expire and reopen steps go to both, and after every step they are equal."""
 
     def open_both() -> tuple[IndexStore, IndexStore]:
         return tuple(IndexStore.open(p, opts, clock=lambda: NOW_MS) for p in paths)
 
-    one, bulk = open_both()
+    reference, other = open_both()
     try:
         last: list[ArticleRecord] = []
         position = 0
@@ -142,21 +142,27 @@ def run(root: Path, k: int, expected: int, segment_ms: int, skip: bool, program,
                 if step[0] == "chunk":
                     last = step[1]
                 position += len(last)
-                applied = put_each(one, last, position, skip)
-                written = bulk.bulk_put(
-                    RecordColumns.of(last), {POSITION: position}, skip_unchanged=skip
-                )
-                assert written == applied
+                feed(reference, other, last, position)
             elif step[0] == "expire":
-                assert bulk.expire(step[1]) == one.expire(step[1])
+                assert other.expire(step[1]) == reference.expire(step[1])
             else:
-                one.close()
-                bulk.close()
-                one, bulk = open_both()
-            assert_equal(one, bulk, probes)
+                reference.close()
+                other.close()
+                reference, other = open_both()
+            assert_equal(reference, other, probes, table_memory)
     finally:
-        one.close()
-        bulk.close()
+        reference.close()
+        other.close()
+
+
+def run(root: Path, k: int, expected: int, segment_ms: int, skip: bool, program, probes) -> None:
+    def feed(one: IndexStore, bulk: IndexStore, chunk: list[ArticleRecord], position: int):
+        applied = put_each(one, chunk, position, skip)
+        written = bulk.bulk_put(RecordColumns.of(chunk), {POSITION: position}, skip_unchanged=skip)
+        assert written == applied
+
+    opts = options(k, expected, segment_ms)
+    run_pair((root / "one", root / "bulk"), opts, program, probes, feed)
 
 
 @settings(
@@ -224,31 +230,12 @@ def test_commit_with_expire_equals_commit_then_expire(
     tmp_path: Path, k, segment_ms, program, probes
 ) -> None:
     # The combined form skips what the expiry drops at once; nothing else may differ.
-    opts = options(k, 10, segment_ms)
-    paths = tmp_path / uuid.uuid4().hex / "then", tmp_path / uuid.uuid4().hex / "with"
+    def feed(then: IndexStore, combined: IndexStore, chunk: list[ArticleRecord], position: int):
+        commit_each(then, chunk, position, expire=False)
+        commit_each(combined, chunk, position, expire=True)
 
-    def open_both() -> tuple[IndexStore, IndexStore]:
-        return tuple(IndexStore.open(p, opts, clock=lambda: NOW_MS) for p in paths)
-
-    then, combined = open_both()
-    try:
-        last: list[ArticleRecord] = []
-        position = 0
-        for step in program:
-            if step[0] in ("chunk", "again"):
-                if step[0] == "chunk":
-                    last = step[1]
-                position += len(last)
-                commit_each(then, last, position, expire=False)
-                commit_each(combined, last, position, expire=True)
-            elif step[0] == "expire":
-                assert combined.expire(step[1]) == then.expire(step[1])
-            else:
-                then.close()
-                combined.close()
-                then, combined = open_both()
-            # Rows never written leave no dead rows in the search tables: less memory.
-            assert_equal(then, combined, probes, table_memory=False)
-    finally:
-        then.close()
-        combined.close()
+    root = tmp_path / uuid.uuid4().hex
+    # Rows never written leave no dead rows in the search tables: less memory.
+    run_pair(
+        (root / "then", root / "with"), options(k, 10, segment_ms), program, probes, feed, False
+    )
