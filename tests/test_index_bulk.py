@@ -222,7 +222,8 @@ def commit_each(store: IndexStore, chunk: list[ArticleRecord], position: int, ex
 )
 @given(
     k=st.sampled_from([0, 3]),
-    segment_ms=st.sampled_from([SEGMENT_MS, SEGMENT_MS // 4]),
+    # 700 ms: window starts (multiples of 500 ms) fall inside segments, not only on their edges.
+    segment_ms=st.sampled_from([SEGMENT_MS, SEGMENT_MS // 4, 700]),
     program=steps,
     probes=st.lists(fingerprints(), min_size=1, max_size=8),
 )
