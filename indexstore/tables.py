@@ -268,13 +268,15 @@ class SearchTables:
     def search(self, queries: np.ndarray) -> Hits:
         """Every (query, live row) with Hamming distance <= k, each pair once."""
         queries = np.asarray(queries, dtype=np.uint64)
-        self.sort_appended()
         if not self.live or not len(queries):
             return Hits(_EMPTY, _EMPTY, _EMPTY)
         if not self.layout.tables:
             return self._scan(queries)
         if self.n < self.scan_below:
+            # Rows appended since the last sort are scanned as they are: sorting them into
+            # runs would cost more than the scan saves while the window is this small.
             return self._scan_runs(queries)
+        self.sort_appended()
         found_q, found_r, found_d = [], [], []
         first = self.layout.tables[0]
         radius = self.layout.radius
@@ -317,18 +319,19 @@ class SearchTables:
         return Hits(q[alive], r[alive], d[alive])
 
     def _scan_runs(self, queries: np.ndarray) -> Hits:
-        """Every row compared with every query, through table 0's runs: its permutation keeps
-        Hamming distances, so no fingerprint has to be stored twice for this."""
+        """Every row compared with every query: table 0's runs (its permutation keeps Hamming
+        distances, so no fingerprint is stored twice for this) and the unsorted rows."""
         qp = self.layout.tables[0].permute(queries)
+        sources = [(qp, run.perm[0], run.rows) for run in self.runs]
+        sources += [(queries, fps, rows) for rows, fps in self._unsorted]
         found_q, found_r, found_d = [], [], []
-        for run in self.runs:
-            keys = run.perm[0]
+        for probes, keys, rows in sources:
             step = max(1, SCAN_CHUNK // max(len(keys), 1))
-            for lo in range(0, len(qp), step):
-                d = np.bitwise_count(qp[lo : lo + step, None] ^ keys[None, :])
+            for lo in range(0, len(probes), step):
+                d = np.bitwise_count(probes[lo : lo + step, None] ^ keys[None, :])
                 q, i = np.nonzero(d <= self.k)
                 found_q.append(q + lo)
-                found_r.append(run.rows[i].astype(np.int64))
+                found_r.append(rows[i].astype(np.int64))
                 found_d.append(d[q, i])
         if not found_q:
             return Hits(_EMPTY, _EMPTY, _EMPTY)

@@ -41,4 +41,3 @@ def _cleaning_up_on_sigterm(handler: Callable[[argparse.Namespace], int]) -> Cal
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
-
