@@ -39,6 +39,7 @@ from consumer.kafka_clients import (
     topic_partitions,
 )
 from consumer.logs import log_event
+from consumer.memory import release_free_memory
 from consumer.metrics import Metrics
 from consumer.pipeline import DecidedBatch, Message, Pipeline, wall_clock_ms
 from consumer.state import open_index
@@ -48,6 +49,8 @@ log = logging.getLogger("newsdedup.service")
 
 _FATAL_CODES = REFUSAL_CODES
 _STATS_REFRESH_S = 10.0
+# How often freed memory is handed back to the OS (consumer/memory.py says why).
+_RELEASE_MEMORY_S = 30.0
 _THROUGHPUT_LOG_S = 30.0
 _MAX_BACKOFF_S = 30.0
 _ERROR_LOG_EVERY_S = 10.0
@@ -73,6 +76,7 @@ class Service:
         self._decided_since_log = 0
         self._last_throughput_log = time.monotonic()
         self._last_stats = 0.0
+        self._last_memory_release = time.monotonic()
         self.http: HealthServer | None = None
         self._admin: AdminClient | None = None
 
@@ -343,6 +347,9 @@ class Service:
                 log_event(log, logging.INFO, "segments expired", segments=dropped)
         if now - self._last_stats >= _STATS_REFRESH_S:
             self._refresh_index_stats(store)
+        if now - self._last_memory_release >= _RELEASE_MEMORY_S:
+            self._last_memory_release = now
+            release_free_memory()
         if now - self._last_throughput_log >= _THROUGHPUT_LOG_S:
             rate = self._decided_since_log / (now - self._last_throughput_log)
             log_event(
