@@ -72,7 +72,8 @@ def run_check(args: argparse.Namespace) -> int:
         for messages in _batches(args.input):
             decided = pipeline.decide(messages)
             # The index first, as in the service: a rerun with the same --state re-emits the
-            # stored decisions. Expired as it goes, as the service's would be.
+            # stored decisions (of the articles still in the window: the index is expired as
+            # it goes, as the service's would be).
             decided.index_batch.commit(expire=True)
             for outcome in decided.outcomes:
                 if isinstance(outcome, Decision):
