@@ -172,12 +172,21 @@ def _topics(bootstrap: str, partitions: int) -> tuple[str, str, str]:
     return names
 
 
-def _produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0.0) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
-    )
+def _producer(bootstrap: str) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+
+def _produce(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    rate: float = 0.0,
+    producer: Producer | None = None,
+    first_key: int = 0,
+) -> None:
+    producer = producer or _producer(bootstrap)
     started = time.monotonic()
-    for i, value in enumerate(values):
+    for i, value in enumerate(values, first_key):
         while True:
             try:
                 producer.produce(topic, value=value, key=str(i).encode())
@@ -186,7 +195,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0.0)
                 producer.poll(0.05)
         producer.poll(0)
         if rate > 0:
-            ahead = (i + 1) / rate - (time.monotonic() - started)
+            ahead = (i - first_key + 1) / rate - (time.monotonic() - started)
             if ahead > 0:
                 time.sleep(ahead)
     producer.flush(60)
@@ -364,12 +373,15 @@ def _fixed_rate(
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
         service = _Service(bootstrap, topics, delivery, args.workers, state)
         try:
-            # Let it join the group before the clock starts, so startup is not counted as latency.
-            _produce(bootstrap, topics[0], values[:1])
+            # Let it join the group before the clock starts, so startup is not counted as latency;
+            # the same producer goes on, so its own start (an idempotent producer id is fetched
+            # from the broker before anything is sent) is not counted either.
+            generator = _producer(bootstrap)
+            _produce(bootstrap, topics[0], values[:1], producer=generator)
             _read_decisions(bootstrap, topics[1], 1, 120, f"{delivery} warm-up")
             rest = values[1:]
             producer = threading.Thread(
-                target=_produce, args=(bootstrap, topics[0], rest, args.rate)
+                target=_produce, args=(bootstrap, topics[0], rest, args.rate, generator, 1)
             )
             started = time.monotonic()
             producer.start()
