@@ -72,12 +72,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also run full speed while /metrics is scraped twice a second, to show its cost",
     )
+    p.add_argument(
+        "--cycle",
+        action="store_true",
+        help="when --limit exceeds the corpus, repeat it with new ids and a round number in the "
+        "title (later rounds are near-duplicates of the first: for memory at a large window, "
+        "not a realistic feed)",
+    )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(handler=run_bench)
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    values = _load(args.data, args.limit + int(args.rate * args.rate_seconds))
+    wanted = args.limit + int(args.rate * args.rate_seconds)
+    values = _load(args.data, wanted)
+    if args.cycle and values:
+        values = _cycled(values, wanted)
     if len(values) < args.limit:
         raise NewsdedupError(f"{args.data} has only {len(values)} articles")
     results: list[RunResult] = []
@@ -112,6 +122,21 @@ def _load(path: str, n: int) -> list[bytes]:
             if len(values) >= n:
                 break
     return values
+
+
+def _cycled(values: list[bytes], n: int) -> list[bytes]:
+    """`values` repeated up to `n`, each later round with new ids and its round number in the
+    title, so the index holds every copy (a verbatim copy with a new id would be held too,
+    but as one fingerprint stored many times)."""
+    out = list(values)
+    articles = [json.loads(v) for v in values]
+    round_no = 1
+    while len(out) < n:
+        for a in articles[: n - len(out)]:
+            copy = {**a, "id": f"{a['id']}~{round_no}", "title": f"{a.get('title', '')} {round_no}"}
+            out.append(json.dumps(copy, ensure_ascii=False).encode())
+        round_no += 1
+    return out
 
 
 class _broker:
