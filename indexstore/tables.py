@@ -321,6 +321,12 @@ class SearchTables:
     def _scan_runs(self, queries: np.ndarray) -> Hits:
         """Every row compared with every query: table 0's runs (its permutation keeps Hamming
         distances, so no fingerprint is stored twice for this) and the unsorted rows."""
+        if len(self._unsorted) > 1:
+            # One array per commit would make every search a loop over all of them (a fuzzer
+            # committing one message at a time ran out of memory): keep them as one.
+            rows = np.concatenate([r for r, _ in self._unsorted])
+            fps = np.concatenate([f for _, f in self._unsorted])
+            self._unsorted = [(rows, fps)]
         qp = self.layout.tables[0].permute(queries)
         sources = [(qp, run.perm[0], run.rows) for run in self.runs]
         sources += [(queries, fps, rows) for rows, fps in self._unsorted]

@@ -31,6 +31,7 @@ from consumer.deciding import DEFAULT_RULES, MatchRules, decide, match_rules
 from consumer.decisions import Decision
 from consumer.kafka_clients import consumer_config
 from consumer.logs import log_event
+from consumer.memory import release_free_memory
 from consumer.metrics import Metrics
 from consumer.pipeline import Message, wall_clock_ms
 from consumer.roles.common import RoleService
@@ -245,15 +246,15 @@ class DecideService(RoleService):
 
     def _housekeeping(self, store: object) -> None:
         now = time.monotonic()
-        if now - self._last_expire >= self._expire_every_s:
-            self._last_expire = now
-            for s in self.stores.all_stores():
+        for s in self.stores.all_stores():
+            if s.expiry_due():
                 dropped = s.expire()
                 if dropped:
                     self.metrics.segments_expired.inc(len(dropped))
                     log_event(log, logging.INFO, "segments expired", segments=dropped)
         if now - self._last_stats >= 10.0:
             self._refresh_index_stats(None)
+            release_free_memory()  # as the single-process service does (consumer/memory.py)
 
     def _refresh_index_stats(self, store: object) -> None:
         self._last_stats = time.monotonic()
