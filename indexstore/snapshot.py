@@ -18,6 +18,9 @@ from indexstore.layout import Layout
 from indexstore.tables import SearchTables
 
 FILE_NAME = "search-tables.npz"
+# Part of every tag: a snapshot of an earlier arrangement of the tables' arrays is stale.
+# 2: runs hold each distinct fingerprint once, table 0's entries pointing at their rows.
+FORMAT = 2
 
 
 def save(tables: SearchTables, directory: Path, tag: str) -> None:
@@ -25,7 +28,7 @@ def save(tables: SearchTables, directory: Path, tag: str) -> None:
     final = directory / FILE_NAME
     partial = directory / (FILE_NAME + ".partial")
     with open(partial, "wb") as f:
-        np.savez(f, tag=np.array(tag), **tables.export())
+        np.savez(f, tag=np.array(f"{FORMAT}|{tag}"), **tables.export())
     os.replace(partial, final)
 
 
@@ -36,7 +39,7 @@ def load(directory: Path, layout: Layout, tag: str) -> SearchTables | None:
         return None
     try:
         with np.load(path, allow_pickle=False) as saved:
-            if str(saved["tag"]) != tag:
+            if str(saved["tag"]) != f"{FORMAT}|{tag}":
                 return None
             arrays = {name: saved[name] for name in saved.files if name != "tag"}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):

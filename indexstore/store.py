@@ -1140,7 +1140,9 @@ class Batch:
         """Committed neighbours of `simhashes`, with their article ids and records fetched."""
         store = self._store
         queries = np.array(simhashes, dtype=np.uint64)
-        hits = _closest(store._tables.search(queries), store._tables.seq, MAX_HITS_PER_QUERY)
+        tables = store._tables
+        near = tables.search(queries, per_fingerprint=MAX_HITS_PER_QUERY)
+        hits = _closest(near, tables.seq, MAX_HITS_PER_QUERY)
         ids = store._resolve_rows(hits.row) if len(hits.row) else []
         unknown = [a for a in ids if a is not None and a not in self._committed]
         if unknown:

@@ -1,18 +1,24 @@
 """In-memory search tables: a cache of the committed rows, rebuilt from RocksDB at open.
 
 Rows (segment, seq) live in growing numpy arrays. Each table is a list of runs of permuted
-fingerprints ordered by key, merged LSM-style, so an insert costs an amortized O(log n)
+fingerprints in ascending order, merged LSM-style, so an insert costs an amortized O(log n)
 sort work. Each run is bucketed by a prefix of the key (offsets of every bucket), so a probe
 is two array reads per run, vectorized over a whole batch and every key within the layout's
 probe radius; candidates are read from contiguous ranges, never gathered at random.
+
+A run holds each distinct fingerprint once per table, and table 0 points it at its rows. A
+story reposted verbatim c times is one candidate, not c: a query's work grows with the
+distinct fingerprints near it, and a caller that wants only the first few rows of each
+(`per_fingerprint`) gets them without the others being gathered for every query.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,13 +44,15 @@ _EMPTY_U64 = np.empty(0, dtype=np.uint64)
 
 @dataclass(slots=True)
 class Run:
-    """One run: per table, permuted fingerprints ordered by key and the start of every bucket
-    (the top `bits` bits of the key) among them; row ids in table 0's order."""
+    """One run: per table, its distinct permuted fingerprints in ascending order and the
+    start of every bucket (the top `bits` bits of the key) among them; the row ids of table
+    0's entry i are rows[starts[i]:starts[i + 1]]."""
 
     perm: list[np.ndarray]
     offsets: list[np.ndarray]
     bits: list[int]
     rows: np.ndarray
+    starts: np.ndarray
 
     @property
     def size(self) -> int:
@@ -58,6 +66,22 @@ class Hits:
     query: np.ndarray  # int64 index into the queries
     row: np.ndarray  # int64 row id
     distance: np.ndarray  # int64
+
+
+class _Found(NamedTuple):
+    """Hits of one source (a run, the unsorted rows) with each hit's fingerprint."""
+
+    query: np.ndarray
+    row: np.ndarray
+    distance: np.ndarray
+    fingerprint: np.ndarray
+
+    def capped(self, seq: np.ndarray, per_fingerprint: int | None) -> _Found:
+        """Of each query's rows of one fingerprint, the `per_fingerprint` earliest."""
+        if per_fingerprint is None:
+            return self
+        keep = _earliest(seq[self.row], per_fingerprint, self.query, self.fingerprint)
+        return _Found(*(column[keep] for column in self))
 
 
 def scan_break_even(layout: Layout) -> int:
@@ -139,47 +163,56 @@ class SearchTables:
             setattr(self, name, new)
 
     def _make_run(self, rows: np.ndarray, fps: np.ndarray) -> Run:
-        perm = []
-        for t, table in enumerate(self.layout.tables):
-            p = table.permute(fps)
-            # Ordering by the key alone is enough for bucket probes (and a radix sort).
-            order = _argsort_keys(table.keys(p))
-            perm.append(p[order])
-            if t == 0:
-                rows = rows[order]
-        return self._bucketed(perm, rows)
+        first = self.layout.tables[0]
+        p0 = first.permute(fps)
+        order = np.argsort(p0)
+        p0, rows = p0[order], rows[order]
+        del order
+        new = np.ones(len(p0), dtype=bool)
+        new[1:] = p0[1:] != p0[:-1]
+        starts = np.append(np.flatnonzero(new), len(p0))
+        distinct = p0[new]
+        fps = first.unpermute(distinct)
+        perm = [distinct] + [np.sort(table.permute(fps)) for table in self.layout.tables[1:]]
+        return self._bucketed(perm, rows, starts)
 
-    def _bucketed(self, perm: list[np.ndarray], rows: np.ndarray) -> Run:
+    def _bucketed(self, perm: list[np.ndarray], rows: np.ndarray, starts: np.ndarray) -> Run:
         offsets, bits = [], []
         for table, p in zip(self.layout.tables, perm, strict=True):
             b = bucket_bits(table.key_bits, len(p))
             counts = np.bincount(_bucket(p, b).astype(np.intp), minlength=1 << b)
             offsets.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
             bits.append(b)
-        return Run(perm, offsets, bits, rows)
+        return Run(perm, offsets, bits, rows, starts)
 
     def _merge(self, older: Run, newer: Run) -> Run:
         """Merge two runs table by table, releasing each old table once its successor exists,
         so a merge of the largest runs needs one table's worth of extra memory, not all.
 
-        Both runs are ordered by key, so each newer entry's place is found by a binary search
-        in the older run (after its equal keys, as a stable sort would put it): O(n) moves and
-        no O(n) index array, unlike sorting the concatenation.
+        Both runs are in ascending order, so each newer entry's place is found by a binary
+        search in the older run: O(n) moves and no O(n) index array, unlike sorting the
+        concatenation. A fingerprint in both runs keeps the older entry, which takes the
+        newer one's rows after its own.
         """
         perm: list[np.ndarray] = []
-        rows = older.rows
-        for t, table in enumerate(self.layout.tables):
-            low_bits = np.uint64((1 << table.key_shift) - 1)
-            # The largest value with each newer key: older entries up to it come first.
-            place = np.searchsorted(older.perm[t], newer.perm[t] | low_bits, side="right")
-            place += np.arange(len(place))
-            perm.append(_interleave(older.perm[t], newer.perm[t], place))
+        rows, starts = older.rows, older.starts
+        for t in range(len(self.layout.tables)):
+            old, new = older.perm[t], newer.perm[t]
+            place = np.searchsorted(old, new)
+            shared = place < len(old)
+            shared[shared] = old[place[shared]] == new[shared]
+            fresh = ~shared
+            # Where the older entries and the fresh newer ones land in the merged table.
+            fresh_at = place[fresh] + np.arange(int(fresh.sum()))
+            perm.append(_interleave(old, new[fresh], fresh_at))
             if t == 0:
-                rows = _interleave(older.rows, newer.rows, place)
+                before = np.searchsorted(place[fresh], np.arange(len(old)), side="right")
+                old_at = np.arange(len(old)) + before
+                rows, starts = _merge_groups(older, newer, place, shared, fresh_at, old_at)
             older.perm[t] = newer.perm[t] = _EMPTY_U64
             older.offsets[t] = newer.offsets[t] = _EMPTY
-            del place
-        return self._bucketed(perm, rows)
+            del place, shared, fresh
+        return self._bucketed(perm, rows, starts)
 
     def drop_segments(self, segments: Iterable[int]) -> None:
         """Forget every row of these segments: marked now, removed by a later compaction."""
@@ -203,7 +236,7 @@ class SearchTables:
             first = self.layout.tables[0]
             for run in self.runs:
                 mask = keep[run.rows]
-                fps.append(first.unpermute(run.perm[0][mask]))
+                fps.append(first.unpermute(np.repeat(run.perm[0], np.diff(run.starts))[mask]))
                 rows.append(new_id[run.rows[mask]])
             self.runs = []
             if live:
@@ -228,6 +261,7 @@ class SearchTables:
         }
         for i, run in enumerate(self.runs):
             arrays[f"rows.{i}"] = run.rows
+            arrays[f"starts.{i}"] = run.starts
             for t in range(len(run.perm)):
                 arrays[f"perm.{i}.{t}"] = run.perm[t]
                 arrays[f"offsets.{i}.{t}"] = run.offsets[t]
@@ -249,6 +283,7 @@ class SearchTables:
                     offsets,
                     [(len(o) - 1).bit_length() - 1 for o in offsets],
                     arrays[f"rows.{i}"],
+                    arrays[f"starts.{i}"],
                 )
             )
             i += 1
@@ -261,28 +296,32 @@ class SearchTables:
             arrays.extend(run.perm)
             arrays.extend(run.offsets)
             arrays.append(run.rows)
+            arrays.append(run.starts)
         return sum(a.nbytes for a in arrays)
 
     # -- searching ------------------------------------------------------------------------
 
-    def search(self, queries: np.ndarray) -> Hits:
-        """Every (query, live row) with Hamming distance <= k, each pair once."""
+    def search(self, queries: np.ndarray, per_fingerprint: int | None = None) -> Hits:
+        """Every (query, live row) with Hamming distance <= k, each pair once, ordered by
+        query then row. With `per_fingerprint`, of the rows holding one fingerprint only the
+        that many with the smallest sequence numbers (the earliest inserted) are returned."""
         queries = np.asarray(queries, dtype=np.uint64)
         if not self.live or not len(queries):
             return Hits(_EMPTY, _EMPTY, _EMPTY)
         if not self.layout.tables:
-            return self._scan(queries)
+            return self._scan(queries, per_fingerprint)
         if self.n < self.scan_below:
             # Rows appended since the last sort are scanned as they are: sorting them into
             # runs would cost more than the scan saves while the window is this small.
-            return self._scan_runs(queries)
+            return self._scan_runs(queries, per_fingerprint)
         self.sort_appended()
-        found_q, found_r, found_d = [], [], []
         first = self.layout.tables[0]
         radius = self.layout.radius
-        for t, table in enumerate(self.layout.tables):
-            qp = table.permute(queries)
-            for run in self.runs:
+        permuted = [table.permute(queries) for table in self.layout.tables]
+        found = []
+        for run in self.runs:
+            entry_q, entry, entry_d = [], [], []
+            for t, (table, qp) in enumerate(zip(self.layout.tables, permuted, strict=True)):
                 # Every bucket within the probe radius of the query's bucket: a key within
                 # the radius of the query's key has its bucket within it too.
                 masks = _masks(run.bits[t], radius)
@@ -298,29 +337,65 @@ class SearchTables:
                 if not len(close):
                     continue
                 probe = np.searchsorted(np.cumsum(counts), close, side="right")
-                q, d, fp = _distinct_pairs(probe // len(masks), d[close], cand[close])
+                fp = cand[close]
                 fp0 = first.permute(table.unpermute(fp)) if t else fp
-                # Back to row ids through table 0: same bucket, equal fingerprint.
-                counts0, pos0 = _ranges(run.offsets[0], _bucket(fp0, run.bits[0]))
-                h = np.repeat(np.arange(len(fp0)), counts0)
-                same = run.perm[0][pos0] == fp0[h]
-                found_q.append(q[h[same]])
-                found_r.append(run.rows[pos0[same]].astype(np.int64))
-                found_d.append(d[h[same]])
-        if not found_q:
-            return Hits(_EMPTY, _EMPTY, _EMPTY)
-        q = np.concatenate(found_q)
-        r = np.concatenate(found_r)
-        d = np.concatenate(found_d)
-        # A neighbour agreeing on several key sets is found by several tables: count it once.
-        pair, first_index = np.unique((q << 32) | r, return_index=True)
-        q, r, d = pair >> 32, pair & 0xFFFFFFFF, d[first_index]
-        alive = self.seg[r] != DEAD
-        return Hits(q[alive], r[alive], d[alive])
+                # Table 0 holds the same distinct fingerprints, in ascending order.
+                entry_q.append((probe // len(masks)).astype(np.int64))
+                entry.append(np.searchsorted(run.perm[0], fp0).astype(np.int64))
+                entry_d.append(d[close].astype(np.int64))
+            if entry_q:
+                found.append(
+                    self._entry_rows(
+                        run,
+                        np.concatenate(entry_q),
+                        np.concatenate(entry),
+                        np.concatenate(entry_d),
+                        per_fingerprint,
+                    )
+                )
+        return self._combined(found, per_fingerprint)
 
-    def _scan_runs(self, queries: np.ndarray) -> Hits:
-        """Every row compared with every query: table 0's runs (its permutation keeps Hamming
-        distances, so no fingerprint is stored twice for this) and the unsorted rows."""
+    def _entry_rows(
+        self,
+        run: Run,
+        query: np.ndarray,
+        entry: np.ndarray,
+        distance: np.ndarray,
+        per_fingerprint: int | None,
+    ) -> _Found:
+        """(query, table 0 entry) pairs of one run to (query, live row) pairs. A neighbour
+        agreeing with a query on several key sets is found by several tables: counted once.
+        Each entry's rows are gathered once for all the queries that found it."""
+        pair, first_index = np.unique((query << 32) | entry, return_index=True)
+        query, entry, distance = pair >> 32, pair & 0xFFFFFFFF, distance[first_index]
+        wanted, which = np.unique(entry, return_inverse=True)
+        sizes = run.starts[wanted + 1] - run.starts[wanted]
+        total = int(sizes.sum())
+        owner = np.repeat(np.arange(len(wanted)), sizes)
+        # Each wanted entry's range of `rows`, entry after entry.
+        at = np.repeat(run.starts[wanted] - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
+        rows = run.rows[at].astype(np.int64)
+        alive = self.seg[rows] != DEAD
+        owner, rows = owner[alive], rows[alive]
+        if per_fingerprint is not None:
+            keep = _earliest(self.seq[rows], per_fingerprint, owner)
+            owner, rows = owner[keep], rows[keep]
+        # `rows` is grouped by entry, in entry order: every pair times its entry's rows.
+        kept = np.bincount(owner, minlength=len(wanted))
+        per_pair = kept[which]
+        pair_start = np.cumsum(per_pair) - per_pair
+        within = np.arange(int(per_pair.sum())) - np.repeat(pair_start, per_pair)
+        fingerprint = self.layout.tables[0].unpermute(run.perm[0][entry])
+        return _Found(
+            np.repeat(query, per_pair),
+            rows[np.repeat((np.cumsum(kept) - kept)[which], per_pair) + within],
+            np.repeat(distance, per_pair),
+            np.repeat(fingerprint, per_pair),
+        )
+
+    def _scan_runs(self, queries: np.ndarray, per_fingerprint: int | None) -> Hits:
+        """Every row compared with every query: table 0's entries (its permutation keeps
+        Hamming distances, so no fingerprint is stored twice for this) and the unsorted rows."""
         if len(self._unsorted) > 1:
             # One array per commit would make every search a loop over all of them (a fuzzer
             # committing one message at a time ran out of memory): keep them as one.
@@ -328,58 +403,102 @@ class SearchTables:
             fps = np.concatenate([f for _, f in self._unsorted])
             self._unsorted = [(rows, fps)]
         qp = self.layout.tables[0].permute(queries)
-        sources = [(qp, run.perm[0], run.rows) for run in self.runs]
-        sources += [(queries, fps, rows) for rows, fps in self._unsorted]
-        found_q, found_r, found_d = [], [], []
-        for probes, keys, rows in sources:
-            step = max(1, SCAN_CHUNK // max(len(keys), 1))
-            for lo in range(0, len(probes), step):
-                d = np.bitwise_count(probes[lo : lo + step, None] ^ keys[None, :])
-                q, i = np.nonzero(d <= self.k)
-                found_q.append(q + lo)
-                found_r.append(rows[i].astype(np.int64))
-                found_d.append(d[q, i])
-        if not found_q:
+        found = []
+        for run in self.runs:
+            chunks = zip(*_compare(qp, run.perm[0], self.k), strict=True)
+            q, entry, d = (np.concatenate(c) for c in chunks)
+            if len(q):
+                found.append(self._entry_rows(run, q, entry, d, per_fingerprint))
+        for rows, fps in self._unsorted:
+            found.extend(self._compare_rows(queries, fps, rows.astype(np.int64), per_fingerprint))
+        return self._combined(found, per_fingerprint)
+
+    def _scan(self, queries: np.ndarray, per_fingerprint: int | None) -> Hits:
+        rows = np.arange(self.n, dtype=np.int64)
+        found = self._compare_rows(queries, self.fp[: self.n], rows, per_fingerprint)
+        return self._combined(found, per_fingerprint)
+
+    def _compare_rows(
+        self, queries: np.ndarray, fps: np.ndarray, rows: np.ndarray, per_fingerprint: int | None
+    ) -> list[_Found]:
+        """Queries against rows one by one (no distinct entries: unsorted or untabled rows)."""
+        found = []
+        # All of a query's pairs come in one chunk: the cap is applied chunk by chunk, so a
+        # chunk's hits never pile up.
+        for q, i, d in _compare(queries, fps, self.k):
+            r = rows[i]
+            alive = self.seg[r] != DEAD
+            q, r, d, i = q[alive], r[alive], d[alive], i[alive]
+            found.append(_Found(q, r, d, fps[i]).capped(self.seq, per_fingerprint))
+        return found
+
+    def _combined(self, found: list[_Found], per_fingerprint: int | None) -> Hits:
+        """The hits of every run and of the unsorted rows as one, by query, then row; a
+        fingerprint in several runs is capped once more over all of them."""
+        if not found:
             return Hits(_EMPTY, _EMPTY, _EMPTY)
-        q = np.concatenate(found_q).astype(np.int64)
-        r = np.concatenate(found_r)
-        d = np.concatenate(found_d).astype(np.int64)
-        # The order of the tables' answer: by query, then row.
+        every = _Found(*(np.concatenate(column) for column in zip(*found, strict=True)))
+        q, r, d, _ = every.capped(self.seq, per_fingerprint)
         order = np.lexsort((r, q))
-        q, r, d = q[order], r[order], d[order]
-        alive = self.seg[r] != DEAD
-        return Hits(q[alive], r[alive], d[alive])
-
-    def _scan(self, queries: np.ndarray) -> Hits:
-        fp = self.fp[: self.n]
-        step = max(1, SCAN_CHUNK // self.n)
-        found_q, found_r, found_d = [], [], []
-        for lo in range(0, len(queries), step):
-            d = np.bitwise_count(queries[lo : lo + step, None] ^ fp[None, :])
-            q, r = np.nonzero(d <= self.k)
-            found_q.append(q + lo)
-            found_r.append(r)
-            found_d.append(d[q, r])
-        q = np.concatenate(found_q).astype(np.int64)
-        r = np.concatenate(found_r).astype(np.int64)
-        d = np.concatenate(found_d).astype(np.int64)
-        alive = self.seg[r] != DEAD
-        return Hits(q[alive], r[alive], d[alive])
+        return Hits(q[order], r[order], d[order])
 
 
-def _distinct_pairs(
-    query: np.ndarray, distance: np.ndarray, fingerprint: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each (query, fingerprint) once. A fingerprint stored c times is c candidates, and table
-    0 maps each of them back to all c rows: without this, c² pairs (a story reposted verbatim
-    10,000 times would cost 10^8 per query); with it, c."""
-    if len(query) < 2:
-        return query.astype(np.int64), distance.astype(np.int64), fingerprint
-    order = np.lexsort((fingerprint, query))
-    q, fp = query[order], fingerprint[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = (q[1:] != q[:-1]) | (fp[1:] != fp[:-1])
-    return q[first].astype(np.int64), distance[order][first].astype(np.int64), fp[first]
+def _compare(probes: np.ndarray, keys: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """(probe index, key index, distance) of every probe and key within distance k, a chunk
+    of probes at a time: all of a probe's pairs come in one chunk."""
+    step = max(1, SCAN_CHUNK // max(len(keys), 1))
+    for lo in range(0, len(probes), step):
+        d = np.bitwise_count(probes[lo : lo + step, None] ^ keys[None, :])
+        q, i = np.nonzero(d <= k)
+        yield q.astype(np.int64) + lo, i.astype(np.int64), d[q, i].astype(np.int64)
+
+
+def _merge_groups(
+    older: Run,
+    newer: Run,
+    place: np.ndarray,
+    shared: np.ndarray,
+    fresh_at: np.ndarray,
+    old_at: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Table 0's rows and entry starts after a merge: each merged entry's rows, the older
+    run's first. `place`, `shared`, `fresh_at` and `old_at` tell where table 0's entries went."""
+    old_sizes = np.diff(older.starts)
+    new_sizes = np.diff(newer.starts)
+    # The merged entry of every newer one: its own if fresh, its older twin's if shared.
+    new_at = np.empty(len(new_sizes), dtype=np.int64)
+    new_at[~shared] = fresh_at
+    new_at[shared] = old_at[place[shared]]
+    sizes = np.zeros(len(old_sizes) + len(fresh_at), dtype=np.int64)
+    sizes[old_at] = old_sizes
+    sizes[new_at] += new_sizes
+    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    rows = np.empty(len(older.rows) + len(newer.rows), dtype=older.rows.dtype)
+    # A row moves by its entry's shift; a newer row of a shared entry goes after the older's.
+    old_shift = starts[old_at] - older.starts[:-1]
+    rows[np.repeat(old_shift, old_sizes) + np.arange(len(older.rows))] = older.rows
+    new_shift = starts[new_at] - newer.starts[:-1]
+    new_shift[shared] += old_sizes[place[shared]]
+    rows[np.repeat(new_shift, new_sizes) + np.arange(len(newer.rows))] = newer.rows
+    return rows, starts
+
+
+def _earliest(seq: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
+    """Indices of the `limit` smallest `seq` in each group of equal `keys`, grouped in key
+    order (the first key sorts first), each group by `seq`."""
+    order = np.lexsort((seq, *reversed(keys)))
+    if len(order) <= limit:
+        return order
+    starts_group = np.zeros(len(order), dtype=bool)
+    starts_group[0] = True
+    for key in keys:
+        ordered = key[order]
+        starts_group[1:] |= ordered[1:] != ordered[:-1]
+    group_start = np.flatnonzero(starts_group)
+    sizes = np.diff(np.append(group_start, len(order)))
+    rank = np.arange(len(order)) - np.repeat(group_start, sizes)
+    return order[rank < limit]
 
 
 def _argsort_keys(keys: np.ndarray) -> np.ndarray:

@@ -118,6 +118,18 @@ def check_against_brute_force(
             assert len(got) == len(mine)
             d = hits.distance[hits.query == i]
             assert (d == np.bitwise_count(fps[tables.seq[mine].astype(np.int64)] ^ q)).all()
+        # Of each fingerprint's rows, the earliest `cap` (how the store bounds a query).
+        cap = 2
+        capped = tables.search(queries, per_fingerprint=cap)
+        capped_by_scan = scanned.search(queries, per_fingerprint=cap)
+        for field in ("query", "row", "distance"):
+            assert getattr(capped_by_scan, field).tolist() == getattr(capped, field).tolist()
+        for i, q in enumerate(queries.tolist()):
+            got = sorted(int(tables.seq[r]) for r in capped.row[capped.query == i].tolist())
+            by_fp: dict[int, list[int]] = {}
+            for seq in sorted(brute(fps, segs, dropped, q, k)):
+                by_fp.setdefault(int(fps[seq]), []).append(seq)
+            assert got == sorted(s for seqs in by_fp.values() for s in seqs[:cap])
 
 
 @pytest.mark.parametrize("k", [3, 12])
@@ -140,6 +152,45 @@ def test_many_identical_fingerprints_cost_linear_memory(k: int) -> None:
     expected = {i for i in range(len(fps)) if bin(int(fps[i]) ^ int(fps[0])).count("1") <= k}
     assert sorted(hits.row.tolist()) == sorted(expected)
     assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB for one query"
+
+
+@pytest.mark.parametrize("scan_below", [0, 2**62])
+def test_queries_near_a_fingerprint_stored_many_times_cost_its_cap(scan_below: int) -> None:
+    """Many queries near one fingerprint stored 30,000 times (a fuzzer's run of near-identical
+    messages; a feed's spam): with `per_fingerprint`, each query gathers at most that many of
+    its rows, earliest first, so a batch costs queries x cap x runs, not queries x copies
+    (before the runs held each fingerprint once, 1,000 queries gathered 30 million pairs)."""
+    k, copies, cap = 12, 30_000, 256
+    rng = np.random.default_rng(7)
+    fps = rng.integers(0, 2**63, 20_000, dtype=np.uint64)
+    popular = fps[0]
+    fps = np.concatenate((fps, np.full(copies, popular, dtype=np.uint64)))
+    flips = np.uint64(1) << rng.integers(0, 64, (1_000, 3)).astype(np.uint64)
+    queries = popular ^ flips[:, 0] ^ flips[:, 1] ^ flips[:, 2]
+    tables = SearchTables(choose_layout(k, 1_000_000), scan_below=scan_below)
+    # The copies arrive in commits of 1,000, as a service would commit them.
+    for lo in range(0, len(fps), 1_000):
+        part = slice(lo, lo + 1_000)
+        seqs = np.arange(len(fps), dtype=np.uint64)[part]
+        tables.append(fps[part], np.zeros(len(seqs), dtype=np.int64), seqs)
+        if lo % 3_000 == 0:
+            tables.search(queries[:1])
+    tracemalloc.start()
+    try:
+        hits = tables.search(queries, per_fingerprint=cap)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    earliest = sorted(np.flatnonzero(fps == popular)[:cap].tolist())
+    for i in range(len(queries)):
+        rows = hits.row[hits.query == i]
+        assert (
+            sorted(int(tables.seq[r]) for r in rows.tolist() if fps[tables.seq[r]] == popular)
+            == earliest
+        )
+    # Each run holding the fingerprint gives each query its cap (~100 MiB here, six runs);
+    # without the cap the 30 million pairs alone take over 700 MiB.
+    assert peak < 192 * 2**20, f"{peak / 2**20:.0f} MiB for {len(queries)} queries"
 
 
 def test_a_window_far_smaller_than_expected_is_scanned() -> None:
