@@ -19,7 +19,8 @@ from indexstore.tables import SearchTables
 
 FILE_NAME = "search-tables.npz"
 # Part of every tag: a snapshot of an earlier arrangement of the tables' arrays is stale.
-# 2: runs hold each distinct fingerprint once, table 0's entries pointing at their rows.
+# 2: runs hold each distinct fingerprint once, table 0's entries pointing at their rows
+# (row starts saved only for a run in which some fingerprint has several rows).
 FORMAT = 2
 
 

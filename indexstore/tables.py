@@ -46,17 +46,28 @@ _EMPTY_U64 = np.empty(0, dtype=np.uint64)
 class Run:
     """One run: per table, its distinct permuted fingerprints in ascending order and the
     start of every bucket (the top `bits` bits of the key) among them; the row ids of table
-    0's entry i are rows[starts[i]:starts[i + 1]]."""
+    0's entry i are rows[starts[i]:starts[i + 1]], or rows[i] alone when `starts` is None
+    (no fingerprint in the run has two rows: the usual case, which then costs nothing)."""
 
     perm: list[np.ndarray]
     offsets: list[np.ndarray]
     bits: list[int]
     rows: np.ndarray
-    starts: np.ndarray
+    starts: np.ndarray | None
 
     @property
     def size(self) -> int:
         return len(self.rows)
+
+    def first_rows(self, entries: np.ndarray) -> np.ndarray:
+        """Where the rows of these table 0 entries begin in `rows` (int64)."""
+        if self.starts is None:
+            return entries.astype(np.int64)
+        return self.starts[entries].astype(np.int64)
+
+    def row_counts(self) -> np.ndarray | None:
+        """The number of rows of each table 0 entry; None if each has one."""
+        return None if self.starts is None else np.diff(self.starts.astype(np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,13 +181,17 @@ class SearchTables:
         del order
         new = np.ones(len(p0), dtype=bool)
         new[1:] = p0[1:] != p0[:-1]
-        starts = np.append(np.flatnonzero(new), len(p0))
-        distinct = p0[new]
+        if new.all():
+            starts, distinct = None, p0
+        else:
+            starts = np.append(np.flatnonzero(new), len(p0)).astype(np.uint32)
+            distinct = p0[new]
+        del new
         fps = first.unpermute(distinct)
         perm = [distinct] + [np.sort(table.permute(fps)) for table in self.layout.tables[1:]]
         return self._bucketed(perm, rows, starts)
 
-    def _bucketed(self, perm: list[np.ndarray], rows: np.ndarray, starts: np.ndarray) -> Run:
+    def _bucketed(self, perm: list[np.ndarray], rows: np.ndarray, starts: np.ndarray | None) -> Run:
         offsets, bits = [], []
         for table, p in zip(self.layout.tables, perm, strict=True):
             b = bucket_bits(table.key_bits, len(p))
@@ -201,17 +216,16 @@ class SearchTables:
             place = np.searchsorted(old, new)
             shared = place < len(old)
             shared[shared] = old[place[shared]] == new[shared]
-            fresh = ~shared
-            # Where the older entries and the fresh newer ones land in the merged table.
-            fresh_at = place[fresh] + np.arange(int(fresh.sum()))
-            perm.append(_interleave(old, new[fresh], fresh_at))
             if t == 0:
-                before = np.searchsorted(place[fresh], np.arange(len(old)), side="right")
-                old_at = np.arange(len(old)) + before
-                rows, starts = _merge_groups(older, newer, place, shared, fresh_at, old_at)
+                rows, starts = _merge_rows(older, newer, place, shared)
+            if shared.any():
+                new, place = new[~shared], place[~shared]
+            # Where the fresh newer entries land among the merged ones.
+            place += np.arange(len(place))
+            perm.append(_interleave(old, new, place))
             older.perm[t] = newer.perm[t] = _EMPTY_U64
             older.offsets[t] = newer.offsets[t] = _EMPTY
-            del place, shared, fresh
+            del old, new, place, shared
         return self._bucketed(perm, rows, starts)
 
     def drop_segments(self, segments: Iterable[int]) -> None:
@@ -236,7 +250,9 @@ class SearchTables:
             first = self.layout.tables[0]
             for run in self.runs:
                 mask = keep[run.rows]
-                fps.append(first.unpermute(np.repeat(run.perm[0], np.diff(run.starts))[mask]))
+                counts = run.row_counts()
+                entries = run.perm[0] if counts is None else np.repeat(run.perm[0], counts)
+                fps.append(first.unpermute(entries[mask]))
                 rows.append(new_id[run.rows[mask]])
             self.runs = []
             if live:
@@ -261,7 +277,8 @@ class SearchTables:
         }
         for i, run in enumerate(self.runs):
             arrays[f"rows.{i}"] = run.rows
-            arrays[f"starts.{i}"] = run.starts
+            if run.starts is not None:
+                arrays[f"starts.{i}"] = run.starts
             for t in range(len(run.perm)):
                 arrays[f"perm.{i}.{t}"] = run.perm[t]
                 arrays[f"offsets.{i}.{t}"] = run.offsets[t]
@@ -283,7 +300,7 @@ class SearchTables:
                     offsets,
                     [(len(o) - 1).bit_length() - 1 for o in offsets],
                     arrays[f"rows.{i}"],
-                    arrays[f"starts.{i}"],
+                    arrays.get(f"starts.{i}"),
                 )
             )
             i += 1
@@ -296,7 +313,8 @@ class SearchTables:
             arrays.extend(run.perm)
             arrays.extend(run.offsets)
             arrays.append(run.rows)
-            arrays.append(run.starts)
+            if run.starts is not None:
+                arrays.append(run.starts)
         return sum(a.nbytes for a in arrays)
 
     # -- searching ------------------------------------------------------------------------
@@ -369,11 +387,12 @@ class SearchTables:
         pair, first_index = np.unique((query << 32) | entry, return_index=True)
         query, entry, distance = pair >> 32, pair & 0xFFFFFFFF, distance[first_index]
         wanted, which = np.unique(entry, return_inverse=True)
-        sizes = run.starts[wanted + 1] - run.starts[wanted]
+        begin = run.first_rows(wanted)
+        sizes = run.first_rows(wanted + 1) - begin
         total = int(sizes.sum())
         owner = np.repeat(np.arange(len(wanted)), sizes)
         # Each wanted entry's range of `rows`, entry after entry.
-        at = np.repeat(run.starts[wanted] - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
+        at = np.repeat(begin - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
         rows = run.rows[at].astype(np.int64)
         alive = self.seg[rows] != DEAD
         owner, rows = owner[alive], rows[alive]
@@ -453,35 +472,39 @@ def _compare(probes: np.ndarray, keys: np.ndarray, k: int) -> Iterator[tuple[np.
         yield q.astype(np.int64) + lo, i.astype(np.int64), d[q, i].astype(np.int64)
 
 
-def _merge_groups(
-    older: Run,
-    newer: Run,
-    place: np.ndarray,
-    shared: np.ndarray,
-    fresh_at: np.ndarray,
-    old_at: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Table 0's rows and entry starts after a merge: each merged entry's rows, the older
-    run's first. `place`, `shared`, `fresh_at` and `old_at` tell where table 0's entries went."""
-    old_sizes = np.diff(older.starts)
-    new_sizes = np.diff(newer.starts)
-    # The merged entry of every newer one: its own if fresh, its older twin's if shared.
-    new_at = np.empty(len(new_sizes), dtype=np.int64)
-    new_at[~shared] = fresh_at
-    new_at[shared] = old_at[place[shared]]
-    sizes = np.zeros(len(old_sizes) + len(fresh_at), dtype=np.int64)
-    sizes[old_at] = old_sizes
-    sizes[new_at] += new_sizes
-    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=starts[1:])
-    rows = np.empty(len(older.rows) + len(newer.rows), dtype=older.rows.dtype)
-    # A row moves by its entry's shift; a newer row of a shared entry goes after the older's.
-    old_shift = starts[old_at] - older.starts[:-1]
-    rows[np.repeat(old_shift, old_sizes) + np.arange(len(older.rows))] = older.rows
-    new_shift = starts[new_at] - newer.starts[:-1]
-    new_shift[shared] += old_sizes[place[shared]]
-    rows[np.repeat(new_shift, new_sizes) + np.arange(len(newer.rows))] = newer.rows
-    return rows, starts
+def _merge_rows(
+    older: Run, newer: Run, place: np.ndarray, shared: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Table 0's rows and entry starts after a merge, each merged entry's rows the older
+    run's first. Newer entry e sorts after `place[e]` older entries, one more if it is
+    `shared` with one. When no fingerprint has two rows this costs what a merge of rows
+    alone does; otherwise a few more arrays the size of the runs."""
+    if older.starts is None and newer.starts is None and not shared.any():
+        at = place + np.arange(len(place))
+        return _interleave(older.rows, newer.rows, at), None
+    # Older entries at or before each newer one, then the older rows they hold: where each
+    # newer row goes, after as many older rows as that and the newer rows before it.
+    right = place + shared
+    at = older.first_rows(right)
+    counts = newer.row_counts()
+    if counts is not None:
+        at = np.repeat(at, counts)
+    at += np.arange(len(newer.rows))
+    rows = _interleave(older.rows, newer.rows, at)
+    del at
+    # Where each older entry's rows now begin: its own start, plus the rows of the newer
+    # entries sorting before it (those with right <= its index).
+    n_old = len(older.perm[0])
+    newer_before = np.cumsum(np.bincount(right, minlength=n_old + 1)[:n_old])
+    old_starts = newer.first_rows(newer_before)
+    del newer_before
+    old_starts += older.first_rows(np.arange(n_old))
+    # A fresh newer entry's rows begin after the rows of the entries before it in both runs.
+    fresh = np.flatnonzero(~shared)
+    fresh_starts = newer.first_rows(fresh) + older.first_rows(place[fresh])
+    fresh_at = place[fresh] + np.arange(len(fresh))
+    starts = _interleave(old_starts, fresh_starts, fresh_at)
+    return rows, np.append(starts, len(rows)).astype(np.uint32)
 
 
 def _earliest(seq: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:

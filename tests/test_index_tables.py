@@ -132,6 +132,49 @@ def check_against_brute_force(
             assert got == sorted(s for seqs in by_fp.values() for s in seqs[:cap])
 
 
+def test_runs_merge_whether_or_not_they_repeat_a_fingerprint() -> None:
+    """Runs whose fingerprints each have one row keep no row starts; merges of such runs with
+    runs that repeat a fingerprint, inside one run or across two, keep every row findable,
+    and the earliest rows of each fingerprint first. Checked after every run and after a
+    snapshot round trip."""
+    k = 3
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 2**64, 64, dtype=np.uint64)
+    batches = [
+        base[:32],  # distinct
+        base[16:48],  # distinct, half of it in the run before
+        np.repeat(base[40:44], 5),  # repeats inside the run
+        base[48:],  # distinct, new
+        base[:8] ^ np.uint64(1),  # near the first run, distinct
+        np.repeat(base[:2], 3),
+        base[60:],
+    ]
+    tables = SearchTables(choose_layout(k, 1_000_000), scan_below=0)
+    stored: list[int] = []
+    queries = np.concatenate((base, base[:8] ^ np.uint64(3)))
+    for fps in batches:
+        seqs = np.arange(len(stored), len(stored) + len(fps), dtype=np.uint64)
+        tables.append(fps, np.zeros(len(fps), dtype=np.int64), seqs)
+        tables.sort_appended()
+        stored.extend(fps.tolist())
+        all_fps = np.array(stored, dtype=np.uint64)
+        segs = np.zeros(len(stored), dtype=np.int64)
+        for searched in (tables, SearchTables.restore(tables.layout, tables.export())):
+            hits = searched.search(queries)
+            capped = searched.search(queries, per_fingerprint=2)
+            for i, q in enumerate(queries.tolist()):
+                want = sorted(brute(all_fps, segs, set(), q, k))
+                got = sorted(searched.seq[hits.row[hits.query == i]].tolist())
+                assert got == want
+                first_two: dict[int, list[int]] = {}
+                for seq in want:
+                    first_two.setdefault(stored[seq], []).append(seq)
+                got = sorted(searched.seq[capped.row[capped.query == i]].tolist())
+                assert got == sorted(s for seqs in first_two.values() for s in seqs[:2])
+    # Both kinds of run were made and merged.
+    assert tables.layout.tables and any(run.starts is not None for run in tables.runs)
+
+
 @pytest.mark.parametrize("k", [3, 12])
 def test_many_identical_fingerprints_cost_linear_memory(k: int) -> None:
     """A story reposted verbatim thousands of times in the window: each copy is found once,
