@@ -145,7 +145,9 @@ class _Feed:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(30)
+        # Stopped before it started (a SIGTERM while the service was still starting).
+        if self._thread.is_alive():
+            self._thread.join(30)
         self.producer.flush(30)
         del self.producer  # disconnect now, not when the broker is already gone
 
