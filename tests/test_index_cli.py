@@ -111,3 +111,6 @@ def test_bench_index_is_exact(k: int, hours: int, capsys: pytest.CaptureFixture[
     doc = json.loads(capsys.readouterr().out)
     assert doc["mismatches"] == 0 and doc["verified"] == 60
     assert doc["planted"] > 0 and doc["planted_found"] == doc["planted"]
+    # Reopened in a process of its own, as after a restart, which then drops a segment.
+    assert doc["reopen_seconds"] > 0 and 0 < doc["reopen_peak_rss_mib"] < 1024
+    assert doc["drop_segment_articles"] > 0

@@ -7,9 +7,12 @@ queries make sure the speed is not bought with missed or extra matches.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -51,7 +54,9 @@ class IndexBenchResult:
     bytes_per_article: float
     peak_rss_mib: float  # whole process, including the benchmark's own arrays
     bench_arrays_mib: float  # of which: the fingerprints kept for the brute-force check
+    # Reopen and drop run in a new process, as after a restart (the files are in page cache).
     reopen_seconds: float
+    reopen_peak_rss_mib: float  # that process, once open
     drop_seconds: float
     drop_segment_articles: int
 
@@ -112,8 +117,9 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
     total = n + ops
     fps = rng.integers(0, 2**64, size=total, dtype=np.uint64)
     # Loaded articles spread evenly over the window, in event-time order like a real feed;
-    # the measured ones continue after them.
-    times = START_MS + (np.arange(total, dtype=np.int64) * span) // n
+    # the measured ones continue after them. Computed where needed rather than kept: an
+    # array of them would count against the index's memory.
+    times = _EventTimes(n, span)
 
     # Planted near-duplicates: a third of the measured queries copy a loaded fingerprint with
     # d random bits flipped, d cycling through 0..k+2 (so some lie just beyond k).
@@ -133,7 +139,7 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
         for lo in range(0, n, 10_000):
             hi = min(n, lo + 10_000)
             # Python ints only per batch: lists of all N would dwarf the index in RSS.
-            fp_list, time_list = fps[lo:hi].tolist(), times[lo:hi].tolist()
+            fp_list, time_list = fps[lo:hi].tolist(), times.between(lo, hi)
             batch = store.begin()
             # As the service does: one multi-get for the batch's ids, not one get per put.
             batch.prefetch_records([f"a{i}" for i in range(lo, hi)])
@@ -156,7 +162,7 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
     with Progress("check+insert", total=ops, unit="articles") as progress:
         for lo in range(n, total, bsize):
             hi = min(total, lo + bsize)
-            fp_list, time_list = fps[lo:hi].tolist(), times[lo:hi].tolist()
+            fp_list, time_list = fps[lo:hi].tolist(), times.between(lo, hi)
             batch = store.begin()
             t0 = time.perf_counter()
             batch.prefetch([(fp_list[i - lo], CONTENT, time_list[i - lo]) for i in range(lo, hi)])
@@ -188,15 +194,7 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
     store.close()
     disk = sum(f.stat().st_size for f in workdir.iterdir() if f.is_file())
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-    started = time.perf_counter()
-    store = IndexStore.open(workdir, options, clock=lambda: clock_ms)
-    reopen_seconds = time.perf_counter() - started
-    oldest = store.stats().segments[0]
-    started = time.perf_counter()
-    store.expire(oldest.end_ms)
-    drop_seconds = time.perf_counter() - started
-    store.close()
+    reopened = _reopen_in_new_process(workdir, options, clock_ms)
     return IndexBenchResult(
         n=n,
         k=k,
@@ -220,21 +218,75 @@ def _bench(args: argparse.Namespace, workdir: Path) -> IndexBenchResult:
         disk_bytes=disk,
         bytes_per_article=disk / max(articles, 1),
         peak_rss_mib=rss_mib,
-        bench_arrays_mib=(fps.nbytes + times.nbytes) / 2**20,
-        reopen_seconds=reopen_seconds,
-        drop_seconds=drop_seconds,
-        drop_segment_articles=oldest.articles,
+        bench_arrays_mib=fps.nbytes / 2**20,
+        reopen_seconds=reopened["reopen_seconds"],
+        reopen_peak_rss_mib=reopened["peak_rss_mib"],
+        drop_seconds=reopened["drop_seconds"],
+        drop_segment_articles=reopened["drop_segment_articles"],
     )
 
 
+class _EventTimes:
+    """Event time of article i: the first n spread evenly over `span`, the rest after them."""
+
+    def __init__(self, n: int, span: int) -> None:
+        self.n, self.span = n, span
+
+    def __getitem__(self, i: int) -> int:
+        return START_MS + i * self.span // self.n
+
+    def between(self, lo: int, hi: int) -> list[int]:
+        return (START_MS + (np.arange(lo, hi, dtype=np.int64) * self.span) // self.n).tolist()
+
+    def first_at_or_after(self, t: int, hi: int) -> int:
+        """The first article below `hi` with event time >= t (times never decrease)."""
+        return bisect.bisect_left(range(hi), t, key=self.__getitem__)
+
+
+def _reopen_in_new_process(workdir: Path, options: IndexOptions, clock_ms: int) -> dict:
+    code = "from consumer.bench.index import reopen_and_drop; reopen_and_drop()"
+    args = [str(workdir), str(options.max_distance), str(options.retention_ms)]
+    args += [str(options.expected_articles), str(clock_ms)]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"reopening the index failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def _high_water_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def reopen_and_drop() -> None:
+    """In a new process: open the index the benchmark left, then drop its oldest segment."""
+    workdir, k, retention, live, clock_ms = sys.argv[1], *map(int, sys.argv[2:6])
+    options = IndexOptions(max_distance=k, retention_ms=retention, expected_articles=live)
+    started = time.perf_counter()
+    store = IndexStore.open(Path(workdir), options, clock=lambda: clock_ms)
+    reopen_seconds = time.perf_counter() - started
+    # Not ru_maxrss: Linux carries the parent's resident size at fork through exec into it.
+    rss_mib = _high_water_mib()
+    oldest = store.stats().segments[0]
+    started = time.perf_counter()
+    store.expire(oldest.end_ms)
+    drop_seconds = time.perf_counter() - started
+    store.close()
+    result = {"reopen_seconds": reopen_seconds, "peak_rss_mib": rss_mib}
+    result |= {"drop_seconds": drop_seconds, "drop_segment_articles": oldest.articles}
+    print(json.dumps(result))
+
+
 def _differs(
-    result: SearchResult, fps: np.ndarray, times: np.ndarray, i: int, k: int, retention: int
+    result: SearchResult, fps: np.ndarray, times: _EventTimes, i: int, k: int, retention: int
 ) -> bool:
-    """Brute force over every article inserted before article i."""
-    d = np.bitwise_count(fps[:i] ^ fps[i])
-    watermark = int(times[:i].max()) if i else None
-    close = d <= k
-    if watermark is not None:
-        close &= times[:i] >= watermark - retention
-    want = {f"a{j}" for j in np.flatnonzero(close).tolist()}
+    """Brute force over every article inserted before article i (in event-time order, so
+    the window is a suffix of them)."""
+    first = times.first_at_or_after(times[i - 1] - retention, i) if i else 0
+    d = np.bitwise_count(fps[first:i] ^ fps[i])
+    want = {f"a{first + j}" for j in np.flatnonzero(d <= k).tolist()}
     return want != {m.article_id for m in result.matches}
