@@ -54,18 +54,6 @@ class Table:
     key_bits: int
     rotation: int | None  # when the permutation is a plain left rotation (kept blocks adjacent)
 
-    @property
-    def key_shift(self) -> int:
-        return FINGERPRINT_BITS - self.key_bits
-
-    @property
-    def key_dtype(self) -> np.dtype:
-        if self.key_bits <= 16:
-            return np.dtype(np.uint16)
-        if self.key_bits <= 32:
-            return np.dtype(np.uint32)
-        return np.dtype(np.uint64)
-
     def permute(self, fingerprints: np.ndarray) -> np.ndarray:
         if self.rotation is not None:
             return _rotate_left(fingerprints, self.rotation)
@@ -81,10 +69,6 @@ class Table:
         for m in self.moves:
             out |= ((permuted >> _U64(m.to)) & _U64((1 << m.width) - 1)) << _U64(m.shift)
         return out
-
-    def keys(self, permuted: np.ndarray) -> np.ndarray:
-        """The table key (top key_bits) of permuted fingerprints."""
-        return (permuted >> _U64(self.key_shift)).astype(self.key_dtype)
 
 
 def _rotate_left(values: np.ndarray, r: int) -> np.ndarray:

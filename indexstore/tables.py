@@ -524,16 +524,6 @@ def _earliest(seq: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
     return order[rank < limit]
 
 
-def _argsort_keys(keys: np.ndarray) -> np.ndarray:
-    """A stable argsort of table keys. numpy sorts 16-bit integers by counting but wider ones
-    by merge sort; keys of 17..32 bits (wide layouts, e.g. k = 12) are sorted ~4x faster as
-    two stable 16-bit passes, low half first (an LSD radix sort), with the same result."""
-    if keys.dtype != np.uint32:
-        return np.argsort(keys, kind="stable")
-    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
-    return order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]
-
-
 def _interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:
     """`older` and `newer` in one array, newer[i] at place[i] (ascending), older in the gaps."""
     out = np.empty(len(older) + len(newer), dtype=older.dtype)
