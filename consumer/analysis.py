@@ -42,7 +42,7 @@ def _analyzed(article_id: str, event_time_ms: int, fp: Fingerprint) -> Analyzed:
 Work = tuple[bytes | None, int]
 
 # Articles per chunk handed to a worker, at most (fewer when a batch is small).
-_CHUNK_ARTICLES = 32
+_CHUNK_ARTICLES = 128
 
 
 def fingerprint_options(config: FingerprintConfig) -> FingerprintOptions:
@@ -117,6 +117,10 @@ def _analyze_chunk(works: Sequence[Work]) -> list[Analyzed | Invalid]:
     return _process_worker.analyze_many(works)
 
 
+def _later(analyze, works: Sequence[Work]) -> Iterator[list[Analyzed | Invalid]]:
+    yield analyze(works)
+
+
 class Analyzer:
     """Parses and fingerprints batches, in `workers` processes (0 = one per core) or, with
     `workers=None`, in this process (tests and tiny inputs)."""
@@ -147,19 +151,22 @@ class Analyzer:
 
     def analyze_chunks(self, works: Sequence[Work]) -> Iterator[list[Analyzed | Invalid]]:
         """The results in input order, chunk by chunk as soon as each chunk is done, so the
-        caller can decide the first chunks while the workers still fingerprint the rest."""
+        caller can decide the first chunks while the workers still fingerprint the rest.
+
+        The workers start on `works` at once, before the first chunk is asked for: a caller
+        can hand over its next batch while it still decides this one."""
         if self._inline is not None:
-            yield self._inline.analyze_many(works)
-            return
+            return _later(self._inline.analyze_many, works)
         assert self._pool is not None
         if not works:
-            return
+            return iter(())
         # Several chunks per worker balance uneven article sizes, and small ones keep the
-        # workers' idle tail at the end of a batch short; a chunk still fingerprints in one
-        # batch, whose per-call costs are small next to 16 articles.
+        # workers' idle tail at the end of a batch short; but each chunk costs the deciding
+        # side a vectorized index search, whose fixed cost made 32-article chunks the
+        # largest cost of `check` on short news (BENCHMARKS.md, "`check` at five times").
         n_chunks = min(len(works), max(self.workers * 4, -(-len(works) // _CHUNK_ARTICLES)))
         size = -(-len(works) // n_chunks)
-        yield from self._pool.imap(
+        return self._pool.imap(
             _analyze_chunk, [works[i : i + size] for i in range(0, len(works), size)]
         )
 

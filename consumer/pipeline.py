@@ -7,7 +7,7 @@ becomes durable relative to the outputs is the caller's commit protocol (see che
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from consumer.analysis import Analyzed, Analyzer
@@ -69,12 +69,22 @@ class Pipeline:
         self.clock_ms = clock_ms
         self.rules = rules
 
-    def decide(self, messages: Sequence[Message]) -> DecidedBatch:
+    def analyze(self, messages: Sequence[Message]) -> Iterator[list[Analyzed | Invalid]]:
+        """Start fingerprinting `messages` (it needs no index, so it can run ahead of
+        deciding); hand the result to `decide`."""
+        return self.analyzer.analyze_chunks([(m.value, m.timestamp_ms) for m in messages])
+
+    def decide(
+        self,
+        messages: Sequence[Message],
+        analyzed: Iterator[list[Analyzed | Invalid]] | None = None,
+    ) -> DecidedBatch:
         """Decide in input order, chunk by chunk as the workers finish them: the index work of
-        the first chunks overlaps the fingerprinting of the last."""
+        the first chunks overlaps the fingerprinting of the last. `analyzed` is what
+        `analyze(messages)` returned, when the caller started it earlier."""
         waited = 0.0
         t0 = time.perf_counter()
-        chunks = self.analyzer.analyze_chunks([(m.value, m.timestamp_ms) for m in messages])
+        chunks = self.analyze(messages) if analyzed is None else analyzed
         batch = self.store.begin()
         try:
             now_ms = self.clock_ms()

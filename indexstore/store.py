@@ -880,6 +880,10 @@ class Batch:
         # own rows by dict lookups instead of a scan; rows of other fingerprints are scanned.
         self._neighbours: dict[int, list[int]] = {}
         self._unprobed: list[int] = []
+        # The probes, searchable among themselves (row i is _probes[i]): a prefetch searches
+        # only its new probes, so a batch costs time linear in its length, not quadratic.
+        self._probes: list[int] = []
+        self._among = SearchTables(store._layout)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -904,19 +908,25 @@ class Batch:
         if not wanted:
             return
         self._collect(wanted)
-        probed = list(dict.fromkeys([*self._neighbours, *wanted]))
-        # The probes among themselves, with the store's own layout: O(q log q), not O(q²).
-        among = SearchTables(self._store._layout)
-        among.append(
-            np.array(probed, dtype=np.uint64),
-            np.zeros(len(probed), dtype=np.int64),
-            np.arange(len(probed), dtype=np.uint64),
+        fresh = [fp for fp in wanted if fp not in self._neighbours]
+        if not fresh:
+            return
+        first = len(self._probes)
+        self._probes += fresh
+        fps = np.array(fresh, dtype=np.uint64)
+        self._among.append(
+            fps, np.zeros(len(fresh), dtype=np.int64), np.arange(first, len(self._probes))
         )
-        hits = among.search(np.array(probed, dtype=np.uint64))
-        self._neighbours = {fp: [] for fp in probed}
+        for fp in fresh:
+            self._neighbours[fp] = []
+        hits = self._among.search(fps)
         for q, r in zip(hits.query.tolist(), hits.row.tolist(), strict=True):
-            self._neighbours[probed[q]].append(probed[r])
-        self._unprobed = [i for i, fp in enumerate(self._row_fp) if fp not in self._neighbours]
+            probe, near = fresh[q], self._probes[r]
+            self._neighbours[probe].append(near)
+            if r < first:
+                # An earlier probe, whose list was made before this one existed.
+                self._neighbours[near].append(probe)
+        self._unprobed = [i for i in self._unprobed if self._row_fp[i] not in self._neighbours]
 
     def search(
         self,

@@ -49,7 +49,10 @@ batch_step = st.tuples(
     st.just("batch"),
     st.lists(st.one_of(put_op, search_op), max_size=12),
     st.booleans(),  # commit (else abort)
-    st.booleans(),  # prefetch the batch's searches first
+    # Prefetch nothing, the batch's searches all at first, or in steps between the puts as
+    # the pipeline does chunk by chunk: the fingerprints of the next searches and puts (the
+    # pipeline probes each article before putting it), each step's meeting earlier steps'.
+    st.sampled_from(["none", "first", "steps"]),
 )
 expire_step = st.tuples(st.just("expire"), st.one_of(st.none(), st.integers(0, NOW_MS)))
 reopen_step = st.tuples(st.just("reopen"))
@@ -97,10 +100,14 @@ def run_program(k: int, expected: int, program: list, segment_ms: int = SEGMENT_
                     _, ops, commit, prefetch = step
                     before = ref.snapshot()
                     batch = store.begin()
-                    if prefetch:
+                    if prefetch == "first":
                         batch.prefetch([(op[1], op[2], op[3]) for op in ops if op[0] == "search"])
                         batch.prefetch_records([op[1] for op in ops if op[0] == "put"])
-                    for op in ops:
+                    for at, op in enumerate(ops):
+                        if prefetch == "steps" and at % 3 == 0:
+                            batch.prefetch(
+                                [o[1:4] if o[0] == "search" else o[2:5] for o in ops[at : at + 4]]
+                            )
                         if op[0] == "put":
                             _, article_id, fp, ch, t = op
                             assert batch.lookup(article_id) == ref.lookup(article_id)

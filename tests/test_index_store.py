@@ -213,6 +213,29 @@ def test_sketch_is_stored_and_handed_back_with_matches(tmp_path: Path) -> None:
         batch.abort()
 
 
+def test_prefetches_in_steps_find_every_row_of_the_batch(tmp_path: Path) -> None:
+    """The pipeline prefetches chunk by chunk and puts between: a fingerprint probed in an
+    early step must still meet rows whose fingerprints were first probed later, and a row put
+    before its fingerprint was probed must be found once, not twice."""
+    near, early, late = 0b0000, 0b0111, 0b0011
+    with open_store(tmp_path) as store:
+        batch = store.begin()
+        batch.put(rec("unprobed", late, NOW))
+        batch.prefetch([(near, b"y" * 16, NOW)])
+        batch.put(rec("first", near, NOW))
+        batch.prefetch([(early, b"y" * 16, NOW), (late, b"y" * 16, NOW)])
+        batch.put(rec("second", early, NOW))
+        found = batch.search(near, b"y" * 16, NOW, limit=10).matches
+        assert [(m.article_id, m.distance) for m in found] == [
+            ("first", 0),
+            ("unprobed", 2),
+            ("second", 3),
+        ]
+        found = batch.search(late, b"y" * 16, NOW, limit=10).matches
+        assert [m.article_id for m in found] == ["unprobed", "second", "first"]
+        batch.abort()
+
+
 def spread(i: int) -> int:
     """Fingerprints far apart from each other (Fibonacci hashing)."""
     return i * 0x9E3779B97F4A7C15 % 2**64

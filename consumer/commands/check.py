@@ -26,7 +26,12 @@ from consumer.pipeline import Message, Pipeline, Rejection, wall_clock_ms
 from consumer.progress import Progress
 from consumer.state import open_index
 
-BATCH_LINES = 1000
+# Lines per batch, the unit of fingerprinting ahead, deciding and committing: each commit
+# of a replay spanning months creates the column families of the window it ends in, so fewer,
+# larger batches create fewer (BENCHMARKS.md, "`check` at five times MinHash's speed"). Two
+# batches are in memory at once; the byte bound keeps that small for long articles.
+BATCH_LINES = 4000
+BATCH_BYTES = 32 << 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,12 +70,15 @@ def run_check(args: argparse.Namespace) -> int:
         )
         dlq = stack.enter_context(open(args.dlq, "w", encoding="utf-8")) if args.dlq else None
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="newsdedup-check-"))
-        store = stack.enter_context(open_index(config.index, args.state or f"{scratch}/state"))
+        # The workers first: their start-up (imports, segmenter, IDF table) is the longest
+        # and runs while this process opens the index.
         analyzer = stack.enter_context(Analyzer(config.input, config.fingerprint, workers))
+        store = stack.enter_context(open_index(config.index, args.state or f"{scratch}/state"))
         progress = stack.enter_context(Progress("check", unit="articles"))
         pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
-        for messages in _batches(args.input):
-            decided = pipeline.decide(messages)
+
+        def settle(messages: list[Message], analyzed: Iterator) -> None:
+            decided = pipeline.decide(messages, analyzed)
             # The index first, as in the service: a rerun with the same --state re-emits the
             # stored decisions (of the articles still in the window: the index is expired as
             # it goes, as the service's would be).
@@ -83,6 +91,17 @@ def run_check(args: argparse.Namespace) -> int:
                     _report_rejection(outcome, dlq)
                     counts["invalid"] += 1
             progress.advance(len(messages))
+
+        # One batch ahead: the workers fingerprint the next batch while this process decides,
+        # commits and writes the current one, instead of waiting for it.
+        ahead: tuple[list[Message], Iterator] | None = None
+        for messages in _batches(args.input):
+            started_batch = (messages, pipeline.analyze(messages))
+            if ahead is not None:
+                settle(*ahead)
+            ahead = started_batch
+        if ahead is not None:
+            settle(*ahead)
     elapsed = time.monotonic() - started
     total = sum(counts.values())
     summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -97,15 +116,18 @@ def _batches(path: str) -> Iterator[list[Message]]:
     topic = "-" if path == "-" else Path(path).name
     now = wall_clock_ms()
     batch: list[Message] = []
+    size = 0
     with open_bytes(path) as f:
         for lineno, line in enumerate(f):
             raw = line.rstrip(b"\r\n")
             if not raw.strip():
                 continue
             batch.append(Message(None, raw, Source(topic, 0, lineno), now))
-            if len(batch) >= BATCH_LINES:
+            size += len(raw)
+            if len(batch) >= BATCH_LINES or size >= BATCH_BYTES:
                 yield batch
                 batch = []
+                size = 0
     if batch:
         yield batch
 
