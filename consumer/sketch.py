@@ -25,6 +25,7 @@ from functools import cache
 
 import numpy as np
 
+from consumer.tablecache import cached, unicode_version
 from consumer.terms import char_bitmap, hash_terms
 
 MINIMA = 64
@@ -54,9 +55,13 @@ _DROPPED, _KEPT, _LETTER, _LATIN_LETTER = 0, 1, 2, 3
 
 @cache
 def _classes() -> np.ndarray:
-    """The class of every code point (~0.1 s, once): letters (general category L) are kept
-    and are Latin letters below U+0250; marks (M) and digits and other numbers (N) are kept;
-    everything else is dropped."""
+    """The class of every code point: letters (general category L) are kept and are Latin
+    letters below U+0250; marks (M) and digits and other numbers (N) are kept; everything
+    else is dropped. Built once (~0.06 s) per Unicode version, then read from the cache."""
+    return cached("unicode-classes", unicode_version(), ("classes",), _build_classes)["classes"]
+
+
+def _build_classes() -> dict[str, np.ndarray]:
     category = unicodedata.category
     # The first letter of each code point's category, then one vectorized pass.
     kinds = np.frombuffer(
@@ -68,7 +73,7 @@ def _classes() -> np.ndarray:
     classes[(kinds == ord("M")) | (kinds == ord("N"))] = _KEPT
     classes[letter] = _LETTER
     classes[:0x250][letter[:0x250]] = _LATIN_LETTER
-    return classes
+    return {"classes": classes}
 
 
 def native_tables() -> tuple[bytes, bytes]:

@@ -18,6 +18,7 @@ import mmh3
 import numpy as np
 
 from consumer.errors import ConfigError
+from consumer.tablecache import cached, unicode_version
 
 ENGINES = ("rjieba", "jieba")
 
@@ -46,11 +47,18 @@ def hash_terms(terms: Iterable[str]) -> np.ndarray:
 @cache
 def char_bitmap(char_class: str) -> bytes:
     """One bit per code point, little-endian bit order: set where the regex character class
-    `char_class` matches (~0.02–0.15 s, once per class).
+    `char_class` matches (~0.02–0.15 s to build, once per class and Unicode version, then read
+    from the table cache).
 
     Hands a regex's notion of a letter or digit (the running Python's Unicode tables) to the
     native kernel, which could not rebuild it exactly from its own tables.
     """
+    depends_on = unicode_version() + b"/" + char_class.encode("utf-8", "surrogatepass")
+    arrays = cached("char-bitmap", depends_on, ("bits",), lambda: _build_bitmap(char_class))
+    return arrays["bits"].tobytes()
+
+
+def _build_bitmap(char_class: str) -> dict[str, np.ndarray]:
     every = (
         np.arange(sys.maxunicode + 1, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
     )
@@ -58,7 +66,7 @@ def char_bitmap(char_class: str) -> bytes:
     # Runs, not single characters: a few hundred matches instead of a hundred thousand.
     for m in re.finditer(f"{char_class}+", every):
         bits[m.start() : m.end()] = True
-    return np.packbits(bits, bitorder="little").tobytes()
+    return {"bits": np.packbits(bits, bitorder="little")}
 
 
 def word_char_bitmap() -> bytes:
