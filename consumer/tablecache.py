@@ -6,8 +6,8 @@ them: rebuilding is ~0.25 s of every worker's start, most of `newsdedup check`'s
 An entry is named by a digest of everything its content depends on, so a changed source is
 never answered from a stale entry. A missing, unreadable or corrupt entry is rebuilt, and a
 directory that cannot be written costs only the rebuild: the cache can be deleted at any time.
-Directory: $NEWSDEDUP_CACHE_DIR ("" turns the cache off), else $XDG_CACHE_HOME/newsdedup,
-else ~/.cache/newsdedup.
+Directory: $XDG_CACHE_HOME/newsdedup/tables, else ~/.cache/newsdedup/tables (not set by a
+NEWSDEDUP_* variable: those are configuration, and each names an option).
 """
 
 from __future__ import annotations
@@ -25,19 +25,15 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-CACHE_DIR_ENV = "NEWSDEDUP_CACHE_DIR"
 # Part of every digest: a change to how any table is derived bumps it.
 FORMAT = b"newsdedup-tables-1"
 
 Arrays = dict[str, np.ndarray]
 
 
-def cache_dir() -> Path | None:
-    configured = os.environ.get(CACHE_DIR_ENV)
-    if configured is not None:
-        return Path(configured) if configured else None
+def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "newsdedup"
+    return Path(base) / "newsdedup" / "tables"
 
 
 def unicode_version() -> bytes:
@@ -51,8 +47,6 @@ def cached(
     """`build()`'s arrays (exactly `names`), from the cache when an entry for `depends_on` is
     there; `build` is called, and its result stored, only when it is not."""
     directory = cache_dir()
-    if directory is None:
-        return build()
     digest = hashlib.sha256(b"\0".join([FORMAT, name.encode(), depends_on])).hexdigest()[:32]
     path = directory / f"{name}-{digest}.npz"
     try:

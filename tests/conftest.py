@@ -92,20 +92,6 @@ class LocalBroker:
         self.run("stop", timeout=KAFKA_STOP_TIMEOUT_S)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def table_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The derived-table cache of this session only (every process the tests start inherits
-    it), so no run reads entries a previous build of the code wrote."""
-    directory = tmp_path_factory.mktemp("table-cache")
-    saved = os.environ.get("NEWSDEDUP_CACHE_DIR")
-    os.environ["NEWSDEDUP_CACHE_DIR"] = str(directory)
-    yield directory
-    if saved is None:
-        os.environ.pop("NEWSDEDUP_CACHE_DIR", None)
-    else:
-        os.environ["NEWSDEDUP_CACHE_DIR"] = saved
-
-
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Bootstrap address of the session's broker; stopped at session end whatever happened."""

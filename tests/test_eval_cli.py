@@ -13,14 +13,18 @@ from random import Random
 import pytest
 
 from consumer import cli
+from consumer.config import load_config
 from consumer.evaluation import check
 from consumer.evaluation.feed import build_feed, parse_published_at, silver_path
 
 # The stand-in: `check IN -o OUT --state DIR`, one decision per line, exact text matches only.
 FAKE_CHECK = """
-import json, sys
+import json, os, sys
 args = sys.argv[1:]
 src, out = args[0], args[args.index("-o") + 1]
+# Records the window it was given, as the real command reads it from the environment.
+with open(out + ".window", "w") as w:
+    w.write(os.environ.get("NEWSDEDUP_INDEX_RETENTION", "configured"))
 first = {}
 with open(src, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as g:
     for line in f:
@@ -119,10 +123,11 @@ def test_eval_end_to_end_with_baselines(
     assert report["feed"]["corpus_articles"] == 66
     assert report["feed"]["edited_copies"] == 24
     systems = {s["system"]: s for s in report["systems"]}
-    assert set(systems) == {"newsdedup", "minhash", "simhash"}
+    assert set(systems) == {"newsdedup", "newsdedup-whole", "minhash", "simhash"}
     # The stand-in finds exactly the 3 exact reposts: always right, recall 3 of 30 pairs.
-    assert systems["newsdedup"]["precision"] == 1.0
-    assert systems["newsdedup"]["recall"] == pytest.approx(3 / 30)
+    for run in ("newsdedup", "newsdedup-whole"):
+        assert systems[run]["precision"] == 1.0
+        assert systems[run]["recall"] == pytest.approx(3 / 30)
     assert systems["minhash"]["precision"] == 1.0
     assert systems["minhash"]["recall"] >= 0.9
     assert systems["simhash"]["precision"] == 1.0
@@ -134,13 +139,43 @@ def test_eval_end_to_end_with_baselines(
     assert "newsdedup" in text and "minhash" not in text and "simhash" not in text
 
 
+def test_the_whole_feed_run_gets_a_window_holding_the_feed(corpus: Path) -> None:
+    articles = build_feed(corpus, edits=0).articles
+    window = check.whole_feed_window(articles)
+    # 30 days of articles: 29 days between the first and the last, plus an hour.
+    assert window == {
+        "NEWSDEDUP_INDEX_RETENTION": f"{29 * 24 + 1}h",
+        "NEWSDEDUP_INDEX_SEGMENT": "10h",
+        "NEWSDEDUP_INDEX_EXPECTED_ARTICLES": str(len(articles)),
+    }
+    assert load_config(None, window).index.retention == f"{29 * 24 + 1}h"
+
+
+@pytest.mark.usefixtures("fake_check")
+def test_each_run_gets_its_window(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    real = check.subprocess.run
+
+    def run(command: list[str], **kwargs: object):
+        done = real(command, **kwargs)
+        out = Path(command[command.index("-o") + 1] + ".window")
+        seen.append(out.read_text())
+        return done
+
+    monkeypatch.setattr(check.subprocess, "run", run)
+    assert cli.main(["eval", "--data", str(corpus), "--edits", "5", "--baselines", "none"]) == 0
+    whole = check.whole_feed_window(build_feed(corpus, edits=5).articles)
+    assert seen == ["configured", whole["NEWSDEDUP_INDEX_RETENTION"]]
+
+
 def test_eval_text_report_and_failing_check(
     corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(check, "CHECK_COMMAND", (sys.executable, "-c", "import sys; sys.exit(3)"))
     assert cli.main(["eval", "--data", str(corpus), "--edits", "5", "--baselines", "simhash"]) == 1
     captured = capsys.readouterr()
-    assert "newsdedup  failed: check exited 3" in captured.out
+    assert f"{'newsdedup':<15} failed: check exited 3" in captured.out
+    assert f"{'newsdedup-whole':<15} failed: check exited 3" in captured.out
     assert "simhash" in captured.out and "recall by kind of pair" in captured.out
     assert "newsdedup failed" in captured.err
 

@@ -18,9 +18,8 @@ from consumer.errors import InputError
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "cache"
-    monkeypatch.setenv(tablecache.CACHE_DIR_ENV, str(directory))
-    return directory
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "newsdedup" / "tables"
 
 
 class Builder:
@@ -71,15 +70,12 @@ def test_an_entry_with_other_arrays_is_rebuilt(cache: Path) -> None:
     assert build.calls == 1 and set(got) == {"a", "b", "c"}
 
 
-def test_an_unwritable_or_disabled_cache_still_answers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_unwritable_cache_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv(tablecache.CACHE_DIR_ENV, str(blocker / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     build = Builder(3)
     assert np.array_equal(tablecache.cached("t", b"s", ("a", "b"), build)["a"], np.arange(3))
-    monkeypatch.setenv(tablecache.CACHE_DIR_ENV, "")
     tablecache.cached("t", b"s", ("a", "b"), build)
     assert build.calls == 2
     assert os.listdir(tmp_path) == ["a-file"]
@@ -116,16 +112,18 @@ def test_fingerprints_from_a_warm_cache_equal_those_from_a_cold_one(tmp_path: Pa
         "    print(fp.simhash, fp.content_hash.hex(), fp.sketch.hex())\n"
     )
 
-    def run(directory: str) -> str:
-        env = {**os.environ, tablecache.CACHE_DIR_ENV: directory}
+    def run(cache_home: Path) -> str:
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
         return subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         ).stdout
 
-    warm = str(tmp_path / "warm")
-    uncached = run("")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    uncached = run(blocked)  # nothing can be written there: built, never read
+    warm = tmp_path / "warm"
     assert run(warm) == uncached  # cold: builds and writes
-    assert sorted(p.name.split("-")[0] for p in Path(warm).iterdir()) == [
+    assert sorted(p.name.split("-")[0] for p in (warm / "newsdedup" / "tables").iterdir()) == [
         "char",
         "char",
         "idf",
