@@ -30,6 +30,11 @@ class Source:
         return f"{self.topic}/{self.partition}"
 
 
+# One encoder for every decision: `json.dumps` with options builds a new one per call
+# (~0.6 µs of ~3 µs per decision).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     id: str
@@ -65,7 +70,7 @@ class Decision:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return _ENCODER.encode(self.to_dict())
 
     def to_bytes(self) -> bytes:
         return self.to_json().encode("utf-8")

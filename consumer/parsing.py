@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 
 from consumer.config import InputConfig
 
@@ -203,6 +204,9 @@ def _parse_date_text(text: str) -> int:
     return (parsed - _EPOCH) // timedelta(milliseconds=1)
 
 
+# Decisions of one batch share their processed_at, and feeds repeat event times (a bulletin's
+# items, a wire's batch): strftime is the costliest step of writing a decision.
+@lru_cache(maxsize=4096)
 def format_time_ms(ms: int) -> str:
     """Epoch milliseconds → '2026-11-22T02:00:00Z', with '.120' when there are milliseconds."""
     dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
