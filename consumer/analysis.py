@@ -163,7 +163,8 @@ class Analyzer:
         # Several chunks per worker balance uneven article sizes, and small ones keep the
         # workers' idle tail at the end of a batch short; but each chunk costs the deciding
         # side a vectorized index search, whose fixed cost made 32-article chunks the
-        # largest cost of `check` on short news (BENCHMARKS.md, "`check` at five times").
+        # largest cost of `check` on short news (BENCHMARKS.md, "`check` at five times
+        # MinHash's speed").
         n_chunks = min(len(works), max(self.workers * 4, -(-len(works) // _CHUNK_ARTICLES)))
         size = -(-len(works) // n_chunks)
         return self._pool.imap(

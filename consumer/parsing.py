@@ -205,7 +205,7 @@ def _parse_date_text(text: str) -> int:
 
 
 # Decisions of one batch share their processed_at, and feeds repeat event times (a bulletin's
-# items, a wire's batch): strftime is the costliest step of writing a decision.
+# items, a wire's batch): strftime costs as much as encoding the rest of a decision.
 @lru_cache(maxsize=4096)
 def format_time_ms(ms: int) -> str:
     """Epoch milliseconds → '2026-11-22T02:00:00Z', with '.120' when there are milliseconds."""
