@@ -178,7 +178,19 @@ def estimate(a: bytes, b: bytes) -> float | None:
     None when they cannot be compared (different shinglings, or a missing sketch)."""
     if len(a) != SKETCH_BYTES or len(b) != SKETCH_BYTES or a[0] != b[0]:
         return None
-    equal = np.count_nonzero(
-        np.frombuffer(a, np.uint8, offset=1) == np.frombuffer(b, np.uint8, offset=1)
-    )
-    return max(0.0, (equal / MINIMA - _CHANCE) / (1 - _CHANCE))
+    return max(0.0, (equal_minima(a, b) / MINIMA - _CHANCE) / (1 - _CHANCE))
+
+
+# Every byte 0x7F, and every byte 0xFF, over the minima.
+_LOW7 = int.from_bytes(b"\x7f" * MINIMA)
+_ALL = (1 << (8 * MINIMA)) - 1
+
+
+def equal_minima(a: bytes, b: bytes) -> int:
+    """How many of two sketches' minima are equal: the zero bytes of their XOR, counted on
+    one 512-bit integer (a fifth of the cost of two NumPy views, and deciding calls this for
+    every candidate). Per byte v, (v & 0x7F) + 0x7F has its high bit set unless v's low bits
+    are all 0 and never carries into the next byte; or-ing v and 0x7F leaves only zero bytes
+    with a clear high bit."""
+    x = int.from_bytes(a[1:]) ^ int.from_bytes(b[1:])
+    return (((x & _LOW7) + _LOW7 | x | _LOW7) ^ _ALL).bit_count()

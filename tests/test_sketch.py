@@ -25,6 +25,7 @@ from consumer.sketch import (
     _WORD_CHAR,
     SKETCH_BYTES,
     _classes,
+    equal_minima,
     estimate,
     native_tables,
     sketch,
@@ -109,6 +110,25 @@ def test_unrelated_articles_estimate_near_zero() -> None:
             checked += 1
             assert est < 0.2
     assert checked >= 20
+
+
+# Bytes that stress the zero-byte count: 0x00, 0x7F, 0x80 and 0xFF next to each other.
+minimum_bytes = st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF]) | st.integers(0, 255)
+
+
+@given(
+    st.lists(minimum_bytes, min_size=64, max_size=64),
+    st.lists(st.tuples(st.integers(0, 63), minimum_bytes), max_size=64),
+)
+def test_equal_minima_counts_what_a_bytewise_comparison_counts(
+    minima: list[int], changes: list[tuple[int, int]]
+) -> None:
+    other = list(minima)
+    for at, value in changes:
+        other[at] = value
+    a, b = b"c" + bytes(minima), b"c" + bytes(other)
+    expected = sum(x == y for x, y in zip(minima, other, strict=True))
+    assert equal_minima(a, b) == expected == equal_minima(b, a)
 
 
 def test_different_shinglings_are_not_comparable() -> None:
