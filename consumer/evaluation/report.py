@@ -21,6 +21,10 @@ class FeedSummary:
     seed: int
 
 
+# Width of a system's column: its longest name, "newsdedup-whole".
+_W = 15
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -38,15 +42,15 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
         f"true pairs: {feed.corpus_pairs:,} in the corpus (Jaccard ≥ 0.8, exact, of "
         f"{feed.silver_pairs_checked:,} silver candidates) + {feed.edit_pairs:,} edited copies",
         "",
-        f"{'system':<15} {'precision':>9} {'recall':>7} {'F1':>6} {'flagged':>8} "
+        f"{'system':<{_W}} {'precision':>9} {'recall':>7} {'F1':>6} {'flagged':>8} "
         f"{'wrong':>6} {'missed':>7} {'art/s':>8} {'seconds':>8}",
     ]
     for s in scores:
         if s.error:
-            lines.append(f"{s.system:<15} failed: {s.error}")
+            lines.append(f"{s.system:<{_W}} failed: {s.error}")
             continue
         lines.append(
-            f"{s.system:<15} {_fmt(s.precision):>9} {_fmt(s.recall):>7} {_fmt(s.f1):>6} "
+            f"{s.system:<{_W}} {_fmt(s.precision):>9} {_fmt(s.recall):>7} {_fmt(s.f1):>6} "
             f"{s.flagged:>8,} {s.flagged - s.correct:>6,} {s.pairs - s.found:>7,} "
             f"{_rate(s.articles_per_second):>8} {s.seconds:>8.1f}"
         )
@@ -54,12 +58,12 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
     kinds = sorted({k for s in ok for k in s.by_kind})
     if kinds:
         lines += ["", "recall by kind of pair:", f"{'kind':<20} {'pairs':>6} " + " ".join(
-            f"{s.system:>15}" for s in ok
+            f"{s.system:>{_W}}" for s in ok
         )]  # fmt: skip
         for kind in kinds:
             n = max(s.by_kind[kind].pairs for s in ok if kind in s.by_kind)
             cells = " ".join(
-                f"{_fmt(s.by_kind[kind].recall if kind in s.by_kind else None):>15}" for s in ok
+                f"{_fmt(s.by_kind[kind].recall if kind in s.by_kind else None):>{_W}}" for s in ok
             )
             lines.append(f"{kind:<20} {n:>6,} {cells}")
     return "\n".join(lines)
