@@ -59,15 +59,15 @@ def test_sketches_are_deterministic() -> None:
     # A changed sketch silently breaks every index written before: these bytes must not move
     # unless the sketch's format changes on purpose (and the index layout with it).
     text = normalized("香港新聞", "立法會今日三讀通過修訂條例草案，政府表示歡迎。")
-    assert sketch(text)[:1] == b"c"
-    assert sketch(normalized("Reuters", "Shares of the company rose 5 pct on Monday."))[:1] == b"w"
+    assert sketch(text)[:1] == b"C"
+    assert sketch(normalized("Reuters", "Shares of the company rose 5 pct on Monday."))[:1] == b"W"
     assert sketch(text).hex() == GOLDEN_SKETCH
     assert load_kernel(None).sketch(text).hex() == GOLDEN_SKETCH
 
 
 GOLDEN_SKETCH = (
-    "639de219a138b8457d3ae609b80ffa86e4403fe180e2f106b160d221291c7861"
-    "234bc45193e75cf344451e33e60d235ce05d68e2747487c514fefc268fe9b87188"
+    "43b81dd8928118b7d54a3b3296f84ae6a30f041fa820c11716c01ed7054a28918c"
+    "314bb2d931c7b0d49343e5630de9c300f72e8d42e432f07545ce6f02f6896e77"
 )
 
 
@@ -93,7 +93,7 @@ def test_estimates_follow_the_exact_jaccard_on_real_text(name: str, tolerance: f
                 errors.append(est - exact)
     assert len(errors) >= 100
     errors = np.abs(np.array(errors))
-    # 64 one-byte minima: standard error about 0.06 at J = 0.5; bias must be small.
+    # 128 four-bit minima: standard error about 0.05 at J = 0.5; bias must be small.
     assert np.quantile(errors, 0.95) <= tolerance
     assert errors.mean() <= 0.05
 
@@ -112,23 +112,37 @@ def test_unrelated_articles_estimate_near_zero() -> None:
     assert checked >= 20
 
 
-# Bytes that stress the zero-byte count: 0x00, 0x7F, 0x80 and 0xFF next to each other.
-minimum_bytes = st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF]) | st.integers(0, 255)
+# Minima that stress the zero-nibble count: 0x0, 0x7, 0x8 and 0xF next to each other.
+minimum_nibbles = st.sampled_from([0x0, 0x1, 0x7, 0x8, 0xE, 0xF]) | st.integers(0, 15)
+
+
+def packed(minima: list[int]) -> bytes:
+    """Four-bit minima two to a byte, bin 2i in the low half of byte i (the sketch's order)."""
+    return bytes(lo | hi << 4 for lo, hi in zip(minima[0::2], minima[1::2], strict=True))
 
 
 @given(
-    st.lists(minimum_bytes, min_size=64, max_size=64),
-    st.lists(st.tuples(st.integers(0, 63), minimum_bytes), max_size=64),
+    st.lists(minimum_nibbles, min_size=128, max_size=128),
+    st.lists(st.tuples(st.integers(0, 127), minimum_nibbles), max_size=128),
 )
-def test_equal_minima_counts_what_a_bytewise_comparison_counts(
+def test_equal_minima_counts_what_a_minimum_by_minimum_comparison_counts(
     minima: list[int], changes: list[tuple[int, int]]
 ) -> None:
     other = list(minima)
     for at, value in changes:
         other[at] = value
-    a, b = b"c" + bytes(minima), b"c" + bytes(other)
+    a, b = b"C" + packed(minima), b"C" + packed(other)
     expected = sum(x == y for x, y in zip(minima, other, strict=True))
     assert equal_minima(a, b) == expected == equal_minima(b, a)
+
+
+def test_sketches_of_the_first_format_are_not_comparable() -> None:
+    # An index written before the format changed holds sketches of 64 one-byte minima (kinds
+    # "c" and "w"): comparing their bytes as four-bit minima would estimate nonsense.
+    current = sketch(normalized("新聞", "立法會今日三讀通過修訂條例草案，政府表示歡迎。"))
+    first_format = b"c" + current[1:]
+    assert estimate(current, first_format) is None
+    assert estimate(first_format, first_format) is None
 
 
 def test_different_shinglings_are_not_comparable() -> None:

@@ -1,16 +1,18 @@
-//! `consumer.sketch.sketch`: the 65-byte verification sketch of normalized text, bit for bit.
+//! `consumer.sketch.sketch`: the 65-byte verification sketch of normalized text, bit for bit
+//! (128 four-bit minima, two to a byte).
 //!
 //! Which code points are letters, Latin letters, kept or dropped, and which form words, comes
 //! from Python (the running interpreter's Unicode tables), as for the terms.
 
 use crate::murmur3::{self, fmix64};
 
-const MINIMA: usize = 64;
-pub const SKETCH_BYTES: usize = 1 + MINIMA;
+const MINIMA: usize = 128;
+const MINIMUM_BITS: usize = 4;
+pub const SKETCH_BYTES: usize = 1 + MINIMA * MINIMUM_BITS / 8;
 const CHAR_SHINGLE: usize = 5;
 const WORD_SHINGLE: usize = 3;
-/// The top 6 bits of a shingle's hash choose one of 64 bins.
-const BIN_SHIFT: u32 = 64 - 6;
+/// The top 7 bits of a shingle's hash choose one of 128 bins.
+const BIN_SHIFT: u32 = 64 - 7;
 const P1: u64 = 0x9E37_79B9_7F4A_7C15;
 const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 
@@ -61,7 +63,7 @@ impl Sketcher {
         let mut out = [0u8; SKETCH_BYTES];
         let mut minima = Minima::new();
         if letters > 0 && 2 * latin >= letters {
-            out[0] = b'w';
+            out[0] = b'W';
             items.clear();
             self.word_hashes(text, &mut items);
             // As `_word_shingles`: no word, no shingle (not seen in practice: letters are word
@@ -70,7 +72,7 @@ impl Sketcher {
                 shingles(&items, WORD_SHINGLE, P2, |h| minima.add(fmix64(h)));
             }
         } else {
-            out[0] = b'c';
+            out[0] = b'C';
             shingles(&items, CHAR_SHINGLE, P1, |h| minima.add(fmix64(h)));
         }
         minima.write(&mut out[1..]);
@@ -117,7 +119,7 @@ fn shingles(items: &[u64], size: usize, p: u64, mut emit: impl FnMut(u64)) {
 /// One-permutation MinHash with rotation densification (`consumer.sketch._minima`).
 struct Minima {
     minima: [u64; MINIMA],
-    present: u64,
+    present: u128,
 }
 
 impl Minima {
@@ -132,7 +134,7 @@ impl Minima {
         let bin = (h >> BIN_SHIFT) as usize;
         if self.present >> bin & 1 == 0 || h < self.minima[bin] {
             self.minima[bin] = h;
-            self.present |= 1 << bin;
+            self.present |= 1u128 << bin;
         }
     }
 
@@ -140,7 +142,7 @@ impl Minima {
         if self.present == 0 {
             return;
         }
-        for (bin, byte) in out.iter_mut().enumerate() {
+        for bin in 0..MINIMA {
             let minimum = if self.present >> bin & 1 == 1 {
                 self.minima[bin]
             } else {
@@ -150,8 +152,8 @@ impl Minima {
                 let donor = (bin + distance as usize) % MINIMA;
                 fmix64(self.minima[donor].wrapping_add(u64::from(distance).wrapping_mul(P1)))
             };
-            // b-bit minwise hashing keeps the low byte.
-            *byte = minimum as u8;
+            // b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
+            out[bin / 2] |= ((minimum & 0xF) as u8) << (4 * (bin % 2));
         }
     }
 }
