@@ -34,7 +34,7 @@ _PAYLOAD = struct.Struct(">q")
 
 # Candidates verified per article, best first: past the first few, a verified one is rare and
 # each costs an estimate.
-_MAX_CANDIDATES = 32
+MAX_CANDIDATES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ def decide(
         item.content_hash,
         item.event_time_ms,
         exclude_id=item.id,
-        limit=_MAX_CANDIDATES,
+        limit=MAX_CANDIDATES,
     )
     best = next((m for m in result.matches if _accepts(rules, item, m)), None)
     if best is not None:
