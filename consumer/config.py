@@ -103,6 +103,9 @@ class MatchConfig:
     min_jaccard: float = 0.55
     short_text_chars: int = 80
     unverifiable_distance: int = 3
+    # Only with max_distance above far_distance: BENCHMARKS.md, "Sketch format 2".
+    far_distance: int = 12
+    far_min_jaccard: float = 0.6
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +279,8 @@ def _validate(config: Config) -> None:
     check(fp.max_chars > 0, "option [fingerprint] max_chars must be positive")
     m = config.match
     check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
+    check(0 <= m.far_min_jaccard <= 1, "option [match] far_min_jaccard must be from 0 to 1")
+    check(0 <= m.far_distance <= 64, "option [match] far_distance must be from 0 to 64")
     check(m.short_text_chars >= 0, "option [match] short_text_chars must be 0 or more")
     check(
         0 <= m.unverifiable_distance <= 64,

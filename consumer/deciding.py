@@ -39,22 +39,33 @@ MAX_CANDIDATES = 32
 
 @dataclass(frozen=True, slots=True)
 class MatchRules:
-    """When a candidate within the index's distance is a near-duplicate; `[match]` options."""
+    """When a candidate within the index's distance is a near-duplicate; the `[match]` options
+    (their defaults are `MatchConfig`'s)."""
 
-    min_jaccard: float = 0.5
+    min_jaccard: float
     """Estimated shingle Jaccard a candidate needs; 0 accepts every candidate (plain SimHash)."""
-    short_text_chars: int = 80
+    short_text_chars: int
     """Articles whose normalized text is shorter than this are only exact duplicates."""
-    unverifiable_distance: int = 3
+    unverifiable_distance: int
     """Without comparable sketches (different shinglings, a record without a sketch), a
     candidate is accepted up to this distance: plain SimHash's classic k."""
-
-
-DEFAULT_RULES = MatchRules()
+    far_distance: int
+    far_min_jaccard: float
+    """A candidate more than `far_distance` bits away needs `far_min_jaccard` instead: the
+    farther a candidate, the less likely a copy, so the same estimate is weaker evidence."""
 
 
 def match_rules(config: MatchConfig) -> MatchRules:
-    return MatchRules(config.min_jaccard, config.short_text_chars, config.unverifiable_distance)
+    return MatchRules(
+        config.min_jaccard,
+        config.short_text_chars,
+        config.unverifiable_distance,
+        config.far_distance,
+        config.far_min_jaccard,
+    )
+
+
+DEFAULT_RULES = match_rules(MatchConfig())
 
 
 def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
@@ -67,6 +78,8 @@ def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
     similarity = estimate(item.sketch, match.sketch)
     if similarity is None:
         return match.distance <= rules.unverifiable_distance
+    if match.distance > rules.far_distance:
+        return similarity >= rules.far_min_jaccard
     return similarity >= rules.min_jaccard
 
 

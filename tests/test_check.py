@@ -17,6 +17,7 @@ from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.evaluation import truth
 from consumer.evaluation.edits import EditKind, Script, Text, apply_edit
 from consumer.fingerprint import Fingerprinter, FingerprintOptions
+from consumer.sketch import estimate
 
 NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
 
@@ -165,3 +166,41 @@ def test_a_replay_of_history_keeps_only_the_window(tmp_path: Path) -> None:
     info = json.loads(stats.stdout)
     assert info["articles"] <= 2, info
     assert len(info["segments"]) <= 2, info
+
+
+def _far_truncated_copy(articles: list[dict]) -> tuple[dict, dict, int]:
+    """A real article and a truncated copy of it more than 12 bits away whose sketches agree
+    (estimate at least 0.6): the pairs `max_distance = 12` leaves out of reach."""
+    fingerprinter = Fingerprinter()
+    for a in articles:
+        for share in (0.5, 0.6, 0.7, 0.8):
+            copy = {
+                **a,
+                "id": f"{a['id']}-cut",
+                "content": a["content"][: int(len(a["content"]) * share)],
+            }
+            fa, fc = fingerprinter.fingerprint_many([(x["title"], x["content"]) for x in (a, copy)])
+            distance = (fa.simhash ^ fc.simhash).bit_count()
+            similarity = estimate(fa.sketch, fc.sketch)
+            if 13 <= distance <= 16 and similarity is not None and similarity >= 0.6:
+                return a, copy, distance
+    pytest.fail("no truncated copy 13-16 bits from its original in the sample")
+
+
+def test_candidates_past_far_distance_need_far_min_jaccard(tmp_path: Path) -> None:
+    original, copy, distance = _far_truncated_copy(corpus("zh_hkcnews_2017_2022", 400))
+    feed = [original, copy]
+    assert run_check(tmp_path, feed)[1]["decision"] == "unique"  # out of reach at k = 12
+    wide = {"NEWSDEDUP_INDEX_MAX_DISTANCE": "16"}
+    found = run_check(tmp_path, feed, **wide)[1]
+    assert (found["decision"], found["matched_id"], found["distance"]) == (
+        "near_duplicate",
+        original["id"],
+        distance,
+    )
+    # The same candidate, asked for more than its estimate past 12 bits: refused; within
+    # far_distance, min_jaccard applies instead.
+    strict = {**wide, "NEWSDEDUP_MATCH_FAR_MIN_JACCARD": "1"}
+    assert run_check(tmp_path, feed, **strict)[1]["decision"] == "unique"
+    near = {**strict, "NEWSDEDUP_MATCH_FAR_DISTANCE": str(distance)}
+    assert run_check(tmp_path, feed, **near)[1]["decision"] == "near_duplicate"
