@@ -106,6 +106,8 @@ class MatchConfig:
     # Only with max_distance above far_distance: BENCHMARKS.md, "Sketch format 2".
     far_distance: int = 12
     far_min_jaccard: float = 0.6
+    sentence_chars: int = 200
+    sentence_min_jaccard: float = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +283,10 @@ def _validate(config: Config) -> None:
     check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
     check(0 <= m.far_min_jaccard <= 1, "option [match] far_min_jaccard must be from 0 to 1")
     check(0 <= m.far_distance <= 64, "option [match] far_distance must be from 0 to 64")
+    check(m.sentence_chars >= 0, "option [match] sentence_chars must be 0 or more")
+    check(
+        0 <= m.sentence_min_jaccard <= 1, "option [match] sentence_min_jaccard must be from 0 to 1"
+    )
     check(m.short_text_chars >= 0, "option [match] short_text_chars must be 0 or more")
     check(
         0 <= m.unverifiable_distance <= 64,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from consumer.analysis import Analyzed
 from consumer.config import MatchConfig
 from consumer.decisions import Decision, DecisionKind, Source
-from consumer.sketch import estimate
+from consumer.sketch import estimate, shingled_by_words
 from indexstore import ArticleRecord, Batch, Match
 
 # What the service keeps beside each article record: when the decision was first made, so a
@@ -53,6 +53,11 @@ class MatchRules:
     far_min_jaccard: float
     """A candidate more than `far_distance` bits away needs `far_min_jaccard` instead: the
     farther a candidate, the less likely a copy, so the same estimate is weaker evidence."""
+    sentence_chars: int
+    sentence_min_jaccard: float
+    """A text shingled by words (Latin script) shorter than `sentence_chars` needs at least
+    `sentence_min_jaccard`: a sentence or two is a few dozen word 3-grams, one changed word
+    moves three of them, and a rewording with other facts shares half."""
 
 
 def match_rules(config: MatchConfig) -> MatchRules:
@@ -62,6 +67,8 @@ def match_rules(config: MatchConfig) -> MatchRules:
         config.unverifiable_distance,
         config.far_distance,
         config.far_min_jaccard,
+        config.sentence_chars,
+        config.sentence_min_jaccard,
     )
 
 
@@ -78,9 +85,10 @@ def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
     similarity = estimate(item.sketch, match.sketch)
     if similarity is None:
         return match.distance <= rules.unverifiable_distance
-    if match.distance > rules.far_distance:
-        return similarity >= rules.far_min_jaccard
-    return similarity >= rules.min_jaccard
+    need = rules.far_min_jaccard if match.distance > rules.far_distance else rules.min_jaccard
+    if item.text_chars < rules.sentence_chars and shingled_by_words(item.sketch):
+        need = max(need, rules.sentence_min_jaccard)
+    return similarity >= need
 
 
 def decide(

@@ -182,6 +182,11 @@ def _minima(hashes: np.ndarray) -> bytes:
     return (kept[0::2] | (kept[1::2] << 4)).tobytes()
 
 
+def shingled_by_words(sketch: bytes) -> bool:
+    """Whether a sketch is of word 3-grams (a mostly Latin-script text)."""
+    return sketch[:1] == _WORDS
+
+
 def estimate(a: bytes, b: bytes) -> float | None:
     """Estimated Jaccard similarity of the shingle sets behind two sketches (0.0 to 1.0), or
     None when they cannot be compared (different shinglings, a sketch of another format, or a

@@ -204,3 +204,28 @@ def test_candidates_past_far_distance_need_far_min_jaccard(tmp_path: Path) -> No
     assert run_check(tmp_path, feed, **strict)[1]["decision"] == "unique"
     near = {**strict, "NEWSDEDUP_MATCH_FAR_DISTANCE": str(distance)}
     assert run_check(tmp_path, feed, **near)[1]["decision"] == "near_duplicate"
+
+
+def _reworded_sentence_pair() -> tuple[dict, dict, float]:
+    """Two MSRP sentences labelled different news, within 12 bits, whose sketches estimate
+    between `min_jaccard` and `sentence_min_jaccard`: a rewording with other facts."""
+    fingerprinter = Fingerprinter()
+    for pair in iter_jsonl(shared_data_dir() / "pairs" / "msrp_en.jsonl.gz"):
+        if pair["label"] != 0 or not all(80 <= len(pair[x]) < 200 for x in "ab"):
+            continue
+        fa, fb = fingerprinter.fingerprint_many([("", pair["a"]), ("", pair["b"])])
+        similarity = estimate(fa.sketch, fb.sketch)
+        if (fa.simhash ^ fb.simhash).bit_count() <= 12 and similarity and 0.55 <= similarity < 0.7:
+            when = "2026-11-22T10:00:00Z"
+            a = {"id": "a", "title": "", "content": pair["a"], "published_at": when}
+            b = {"id": "b", "title": "", "content": pair["b"], "published_at": when}
+            return a, b, similarity
+    pytest.fail("no reworded pair in MSRP")
+
+
+def test_latin_sentences_need_sentence_min_jaccard(tmp_path: Path) -> None:
+    a, b, _ = _reworded_sentence_pair()
+    assert run_check(tmp_path, [a, b])[1]["decision"] == "unique"
+    # Without the sentence rule, min_jaccard alone accepts it: the rule is what refuses it.
+    loose = run_check(tmp_path, [a, b], NEWSDEDUP_MATCH_SENTENCE_CHARS="0")[1]
+    assert (loose["decision"], loose["matched_id"]) == ("near_duplicate", "a")
