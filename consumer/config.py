@@ -106,6 +106,7 @@ class MatchConfig:
     # Only with max_distance above far_distance: BENCHMARKS.md, "Sketch format 2".
     far_distance: int = 12
     far_min_jaccard: float = 0.6
+    # Latin-script sentences (MSRP): the same section, "Short texts and sentences".
     sentence_chars: int = 200
     sentence_min_jaccard: float = 0.7
 

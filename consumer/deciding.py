@@ -14,7 +14,8 @@ share enough shingles, estimated from the two articles' sketches (consumer/sketc
 texts (headlines, one-line items) are decided on exact text only: two different headlines that
 share most of their words are as often different news as the same (the paraphrase sets of
 `../shared/data/pairs`), and a 5-gram estimate over a few dozen characters cannot tell them
-apart.
+apart. For the same reason a Latin-script sentence or two (a few dozen word 3-grams) needs a
+higher estimate; so does a candidate farther away than most copies lie, being less likely one.
 """
 
 from __future__ import annotations
