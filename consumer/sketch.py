@@ -38,11 +38,9 @@ SKETCH_BYTES = 1 + MINIMA * MINIMUM_BITS // 8
 CHAR_SHINGLE = 5
 WORD_SHINGLE = 3
 
-_BINS = MINIMA
 # Upper case: the second format (the first, "c" and "w", kept 64 one-byte minima).
 _CHARS, _WORDS = b"C", b"W"
 _KINDS = frozenset(_CHARS + _WORDS)
-_BIN_SHIFT = np.uint64(64 - 7)  # the top 7 bits of a shingle's hash choose one of 128 bins
 _NIBBLE = np.uint64(0xF)
 _U64 = np.uint64
 # Two odd multipliers of the polynomial shingle hash; any odd constants with mixed bits work.
@@ -152,34 +150,36 @@ def shingle_hashes(normalized: str) -> tuple[bytes, np.ndarray]:
 def sketch(normalized: str) -> bytes:
     """The sketch of normalized title + content (`SKETCH_BYTES` long)."""
     shingling, hashes = shingle_hashes(normalized)
-    with np.errstate(over="ignore"):
-        return shingling + _minima(hashes)
+    # b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
+    kept = (bin_minima(hashes) & _NIBBLE).astype(np.uint8)
+    return shingling + (kept[0::2] | (kept[1::2] << 4)).tobytes()
 
 
-def _minima(hashes: np.ndarray) -> bytes:
+def bin_minima(hashes: np.ndarray, bins: int = MINIMA) -> np.ndarray:
+    """The minimum of each of `bins` (a power of two) one-permutation MinHash bins of these
+    shingle hashes (uint64, all of its bits), empty bins densified; all zeros for no hash.
+    `scripts/decision-frontier` sketches with other sizes through it."""
     if len(hashes) == 0:
-        return bytes(SKETCH_BYTES - 1)
+        return np.zeros(bins, dtype=np.uint64)
     ordered = np.sort(hashes)
-    bins = (ordered >> _BIN_SHIFT).astype(np.int64)
-    first = np.searchsorted(bins, np.arange(_BINS))  # each bin's minimum, where it has one
-    present = np.zeros(_BINS, dtype=bool)
+    bin_of = (ordered >> np.uint64(64 - bins.bit_length() + 1)).astype(np.int64)
+    first = np.searchsorted(bin_of, np.arange(bins))  # each bin's minimum, where it has one
+    present = np.zeros(bins, dtype=bool)
     in_range = first < len(ordered)
-    present[in_range] = bins[first[in_range]] == np.arange(_BINS)[in_range]
-    minima = np.zeros(_BINS, dtype=np.uint64)
+    present[in_range] = bin_of[first[in_range]] == np.arange(bins)[in_range]
+    minima = np.zeros(bins, dtype=np.uint64)
     minima[present] = ordered[first[present]]
     if not present.all():
         # Rotation densification: an empty bin borrows the next non-empty bin's minimum,
         # salted by the distance, so two texts agree on it exactly when they agree there.
         filled = np.flatnonzero(present)
-        idx = np.arange(_BINS)
-        nxt = np.searchsorted(filled, idx) % len(filled)
-        donor = filled[nxt]
-        distance = ((donor - idx) % _BINS).astype(np.uint64)
-        borrowed = _fmix64(minima[donor] + distance * _P1)
+        idx = np.arange(bins)
+        donor = filled[np.searchsorted(filled, idx) % len(filled)]
+        distance = ((donor - idx) % bins).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            borrowed = _fmix64(minima[donor] + distance * _P1)
         minima = np.where(present, minima, borrowed)
-    # b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
-    kept = (minima & _NIBBLE).astype(np.uint8)
-    return (kept[0::2] | (kept[1::2] << 4)).tobytes()
+    return minima
 
 
 def shingled_by_words(sketch: bytes) -> bool:
