@@ -12,7 +12,9 @@ runs this for a bounded time in `make test`.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import atheris
@@ -69,16 +71,45 @@ def feed_message(data: bytes) -> bytes:
     return json.dumps(obj, ensure_ascii=fdp.ConsumeBool()).encode("utf-8", "surrogatepass")
 
 
+def take_budget(argv: list[str]) -> tuple[float, int]:
+    """-max_total_time and -runs, removed from argv: the harness ends the run itself.
+
+    libFuzzer ends a run with C exit(), which destroys RocksDB's static objects while the
+    index is still open and its background threads may be flushing: now and then that died
+    with SIGSEGV after "Done", and a run that found nothing failed. The harness closes the
+    index first and leaves with os._exit."""
+    seconds, runs = float("inf"), -1
+    for arg in list(argv):
+        if arg.startswith("-max_total_time="):
+            seconds = float(arg.split("=", 1)[1])
+            argv.remove(arg)
+        elif arg.startswith("-runs="):
+            runs = int(arg.split("=", 1)[1])
+            argv.remove(arg)
+    return seconds, runs
+
+
 def main() -> None:
     state = Path(sys.argv.pop(1))
+    seconds, runs = take_budget(sys.argv)
+    deadline = time.monotonic() + seconds
     options = IndexOptions(max_distance=12, retention_ms=10**13, memory_bytes=16 << 20)
     store = IndexStore.open(state, options)
     analyzer = Analyzer(InputConfig(), FingerprintConfig(), workers=None)
     pipeline = Pipeline(store, analyzer, clock_ms=lambda: KAFKA_TS)
     offset = 0
 
+    def finish() -> None:
+        store.close()
+        analyzer.close()
+        # The line tests/test_hostile_input.py reads, in libFuzzer's own words.
+        print(f"stat::number_of_executed_units: {offset}", file=sys.stderr, flush=True)
+        os._exit(0)
+
     def one_message(data: bytes) -> None:
         nonlocal offset
+        if offset == runs or time.monotonic() >= deadline:
+            finish()
         offset += 1
         value = feed_message(data)
         decided = pipeline.decide([Message(None, value, Source("fuzz", 0, offset), KAFKA_TS)])
