@@ -21,7 +21,11 @@ from consumer.logs import log_event
 
 log = logging.getLogger(__name__)
 
-_CHECK_EVERY_S = 0.2
+# The first slice of a checked wait, doubled up to the last: a refusal comes within a few
+# milliseconds of connecting, while a slow but healthy broker needs slices longer than its
+# answer (each slice asks again).
+_FIRST_CHECK_S = 0.05
+_LAST_CHECK_S = 1.6
 # librdkafka keys whose values are credentials (sasl.password, ssl.key.password,
 # ssl.keystore.password, sasl.oauthbearer.client.secret, ssl.key.pem, sasl.jaas.config ...).
 _SECRET_KEY = re.compile(r"password|secret|\.pem$|jaas|token", re.IGNORECASE)
@@ -136,21 +140,22 @@ def topic_partitions(
     With `check`, the wait is cut into short slices; between them the admin client's callbacks
     run (list_topics does not serve error_cb) and then `check`, which raises to end the wait.
     A refused login is thus noticed after one or two attempts, not after `timeout` seconds of
-    reconnects (librdkafka retries a refused login about every 300 ms).
+    reconnects (librdkafka retries a refused SASL login about every 300 ms, a refused TLS
+    handshake about every 50 ms).
     """
     deadline = time.monotonic() + timeout
+    slice_s = _FIRST_CHECK_S if check else timeout
     while True:
         left = deadline - time.monotonic()
         try:
-            metadata = admin.list_topics(
-                topic=topic, timeout=max(min(left, _CHECK_EVERY_S), 0.01) if check else timeout
-            )
+            metadata = admin.list_topics(topic=topic, timeout=max(min(left, slice_s), 0.01))
             break
         except KafkaException:
             if check is None or time.monotonic() >= deadline:
                 raise
             admin.poll(0)
             check()
+            slice_s = min(slice_s * 2, _LAST_CHECK_S)
     info = metadata.topics.get(topic)
     if info is None or (
         info.error is not None

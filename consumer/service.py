@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 
 from confluent_kafka import (
@@ -142,8 +143,23 @@ class Service:
     # -- startup ---------------------------------------------------------------------------
 
     def _serve(self, store: IndexStore, analyzer: Analyzer) -> None:
+        self._admin = AdminClient({**admin_config(self.config.kafka), "error_cb": self._on_error})
+        try:
+            self._serve_with(self._admin, store, analyzer)
+        except KafkaFatalError as refused:
+            # A refused client keeps reconnecting, each attempt one more failed login in the
+            # broker's log, until it is destroyed; the shutdown ahead (the workers, the index)
+            # takes a while. librdkafka destroys it with its last reference, and frames in the
+            # tracebacks of the error and of the errors it was raised while handling hold some.
+            error: BaseException | None = refused
+            while error is not None:
+                traceback.clear_frames(error.__traceback__)
+                error = error.__cause__ or error.__context__
+            self._admin = None
+            raise
+
+    def _serve_with(self, admin: AdminClient, store: IndexStore, analyzer: Analyzer) -> None:
         kafka = self.config.kafka
-        self._admin = admin = AdminClient({**admin_config(kafka), "error_cb": self._on_error})
         partitions = self._wait_for_input_topic(admin)
         if partitions is None:
             return

@@ -22,9 +22,12 @@ from service_support import NEWSDEDUP, ServiceProcess, Topics, read_all
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-# librdkafka reconnects about every 300 ms after a refused login (every 100 ms after a failed
+# librdkafka reconnects about every 300 ms after a refused login (every 50 ms after a failed
 # TLS handshake); the service must stop at the first refusal, with a few attempts in flight.
 MAX_FAILED_LOGINS = 8
+# Measured 1-3 handshakes in nine runs since the refused admin client is destroyed before the
+# shutdown; 4-9 while it lived on through it (and 9 failed a CI run).
+MAX_FAILED_HANDSHAKES = 5
 REFUSAL_EXIT_BUDGET_S = 30
 
 
@@ -209,7 +212,7 @@ def test_a_broker_certificate_from_another_ca_stops_the_service(secure, topics, 
     assert code == 2, log[-3000:]
     assert len(errors) == 1 and "certificate verify failed" in errors[0], log[-3000:]
     assert time.monotonic() - started < REFUSAL_EXIT_BUDGET_S
-    assert 1 <= handshakes <= MAX_FAILED_LOGINS, f"{handshakes} failed handshakes: a retry storm"
+    assert 1 <= handshakes <= MAX_FAILED_HANDSHAKES, f"{handshakes} handshakes: a retry storm"
     # The password is never sent to a server that TLS did not verify.
     assert _failed_logins(secure, "Authentication failed") == logins_before
     _assert_no_secret(secure, "the service log", log)
