@@ -15,15 +15,16 @@ RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY consumer ./consumer
 COPY indexstore ./indexstore
-# The native fingerprint kernel (consumer/native/) is Rust: cargo is installed for the build and
-# removed in the same layer, so the image does not carry the toolchain. Debian trixie's cargo is
-# Rust 1.85, the oldest the kernel's dependencies accept.
+# The native kernels (consumer/native/, indexstore/native/) are Rust: cargo is installed for
+# the build and removed in the same layer, so the image does not carry the toolchain. Debian
+# trixie's cargo is Rust 1.85, the oldest the kernels' dependencies accept.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cargo \
     && pip install --no-cache-dir --no-deps . \
     && apt-get purge -y --auto-remove cargo \
-    && rm -rf /var/lib/apt/lists/* /root/.cargo /app/build /app/*.egg-info /app/consumer/native/target
+    && rm -rf /var/lib/apt/lists/* /root/.cargo /app/build /app/*.egg-info /app/consumer/native/target \
+        /app/indexstore/native/target
 
 COPY config/newsdedup.toml /etc/newsdedup/newsdedup.toml
 

@@ -16,9 +16,10 @@ PIP := $(VENV)/bin/python -m pip --disable-pip-version-check
 SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven
 LINT_PATHS := consumer indexstore tests
-# The native fingerprint kernel is built with cargo, which rustup installs here.
+# The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
-NATIVE_SOURCES := consumer/native/Cargo.toml consumer/native/Cargo.lock $(wildcard consumer/native/src/*.rs)
+NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\
+	$(crate)/Cargo.toml $(crate)/Cargo.lock $(wildcard $(crate)/src/*.rs))
 
 .PHONY: venv lock audit system-deps test demo lint clean
 
@@ -27,7 +28,7 @@ venv: $(VENV_STAMP)
 # Only the locked files go in (--require-hashes), then newsdedup itself without resolving
 # anything; `pip check` then catches a lock that no longer satisfies pyproject.toml.
 $(VENV_STAMP): pyproject.toml $(LOCK) Makefile $(NATIVE_SOURCES)
-	@command -v cargo >/dev/null || { echo "make: cargo (Rust 1.85+) is needed to build consumer/native; install it with rustup" >&2; exit 1; }
+	@command -v cargo >/dev/null || { echo "make: cargo (Rust 1.85+) is needed to build consumer/native and indexstore/native; install it with rustup" >&2; exit 1; }
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing the pinned dependencies ($(LOCK)) and newsdedup into $(VENV)/"
 	@$(PIP) install --quiet --require-hashes -r $(LOCK)
@@ -81,5 +82,6 @@ lint: venv
 
 # Leaves the Kafka jar cache (~/.cache/newsdedup) alone: it lives outside the repo on purpose.
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so
+	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so \
+		indexstore/native/target indexstore/_probe*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

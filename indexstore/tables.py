@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from indexstore._probe import probe as _native_probe
 from indexstore.layout import BUCKET_US, FINGERPRINT_BITS, PROBE_US, SCAN_US, Layout, bucket_bits
 
 # A new run merges into the previous one while that one is at most this many times larger:
@@ -342,25 +343,21 @@ class SearchTables:
             for t, (table, qp) in enumerate(zip(self.layout.tables, permuted, strict=True)):
                 # Every bucket within the probe radius of the query's bucket: a key within
                 # the radius of the query's key has its bucket within it too.
-                masks = _masks(run.bits[t], radius)
-                buckets = (_bucket(qp, run.bits[t])[:, None] ^ masks[None, :]).ravel()
-                counts, pos = _ranges(run.offsets[t], buckets)
-                if not len(pos):
+                query, fp, d = probe(
+                    qp,
+                    run.offsets[t],
+                    run.perm[t],
+                    _masks(run.bits[t], radius),
+                    run.bits[t],
+                    self.k,
+                )
+                if not len(query):
                     continue
-                # Candidates outnumber hits by far: spend as few passes over them as we can,
-                # and find which probe a hit came from only for the hits.
-                cand = run.perm[t][pos]
-                d = np.bitwise_count(cand ^ np.repeat(np.repeat(qp, len(masks)), counts))
-                close = np.flatnonzero(d <= self.k)
-                if not len(close):
-                    continue
-                probe = np.searchsorted(np.cumsum(counts), close, side="right")
-                fp = cand[close]
                 fp0 = first.permute(table.unpermute(fp)) if t else fp
                 # Table 0 holds the same distinct fingerprints, in ascending order.
-                entry_q.append((probe // len(masks)).astype(np.int64))
+                entry_q.append(query)
                 entry.append(np.searchsorted(run.perm[0], fp0).astype(np.int64))
-                entry_d.append(d[close].astype(np.int64))
+                entry_d.append(d)
             if entry_q:
                 found.append(
                     self._entry_rows(
@@ -549,6 +546,54 @@ def _masks(bits: int, radius: int) -> np.ndarray:
         for chosen in itertools.combinations(range(bits), weight):
             masks.append(sum(1 << b for b in chosen))
     return np.array(masks, dtype=np.uint64)
+
+
+def probe(
+    queries: np.ndarray,
+    offsets: np.ndarray,
+    keys: np.ndarray,
+    masks: np.ndarray,
+    bits: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query index, key, distance) of every key of one run of one table within distance k of
+    a query, among the buckets within the probe radius of the query's (its bucket XOR each
+    of `masks`). The native kernel (`indexstore/native/`); `probe_reference` is the same in
+    NumPy, which the tests hold it to."""
+    query, key, distance = _native_probe(
+        np.ascontiguousarray(queries, dtype=np.uint64),
+        np.ascontiguousarray(offsets, dtype=np.int64),
+        np.ascontiguousarray(keys, dtype=np.uint64),
+        np.ascontiguousarray(masks, dtype=np.uint64),
+        bits,
+        k,
+    )
+    return (
+        np.frombuffer(query, dtype=np.int64),
+        np.frombuffer(key, dtype=np.uint64),
+        np.frombuffer(distance, dtype=np.int64),
+    )
+
+
+def probe_reference(
+    queries: np.ndarray,
+    offsets: np.ndarray,
+    keys: np.ndarray,
+    masks: np.ndarray,
+    bits: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`probe` in NumPy, hits in the same order: query after query, mask after mask."""
+    buckets = (_bucket(queries, bits)[:, None] ^ masks[None, :]).ravel()
+    counts, pos = _ranges(offsets, buckets)
+    if not len(pos):
+        return _EMPTY, _EMPTY_U64, _EMPTY
+    # Candidates outnumber hits by far: find which probe a hit came from only for the hits.
+    cand = keys[pos]
+    d = np.bitwise_count(cand ^ np.repeat(np.repeat(queries, len(masks)), counts))
+    close = np.flatnonzero(d <= k)
+    which = np.searchsorted(np.cumsum(counts), close, side="right")
+    return (which // len(masks)).astype(np.int64), cand[close], d[close].astype(np.int64)
 
 
 def _ranges(offsets: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
