@@ -32,8 +32,9 @@ MERGE_RATIO = 2
 # temporary arrays per row, so a restore of hundreds of millions of rows sorts runs of this
 # size and merges them, rather than needing gigabytes for one sort at its end.
 MAX_UNSORTED_ROWS = 1 << 22
-# Queries x rows compared at once by a plain scan; bounds the temporary matrix (8 B each).
-SCAN_CHUNK = 1 << 16
+# Queries x rows compared at once by a plain scan: bounds the hits of a chunk (24 B each)
+# when many rows hold one fingerprint.
+SCAN_CHUNK = 1 << 20
 # Rows of dropped segments are marked with this segment id and skipped; the tables are
 # rebuilt without them once they are this share of all rows.
 DEAD = np.iinfo(np.int64).min
@@ -41,6 +42,7 @@ COMPACT_SHARE = 0.25
 
 _EMPTY = np.empty(0, dtype=np.int64)
 _EMPTY_U64 = np.empty(0, dtype=np.uint64)
+_NO_MASK = np.zeros(1, dtype=np.uint64)
 
 
 @dataclass(slots=True)
@@ -343,7 +345,7 @@ class SearchTables:
             for t, (table, qp) in enumerate(zip(self.layout.tables, permuted, strict=True)):
                 # Every bucket within the probe radius of the query's bucket: a key within
                 # the radius of the query's key has its bucket within it too.
-                query, fp, d = probe(
+                query, position, d = probe(
                     qp,
                     run.offsets[t],
                     run.perm[t],
@@ -353,10 +355,12 @@ class SearchTables:
                 )
                 if not len(query):
                     continue
-                fp0 = first.permute(table.unpermute(fp)) if t else fp
-                # Table 0 holds the same distinct fingerprints, in ascending order.
+                if t:
+                    # Table 0 holds the same distinct fingerprints, in ascending order.
+                    fp0 = first.permute(table.unpermute(run.perm[t][position]))
+                    position = np.searchsorted(run.perm[0], fp0).astype(np.int64)
                 entry_q.append(query)
-                entry.append(np.searchsorted(run.perm[0], fp0).astype(np.int64))
+                entry.append(position)
                 entry_d.append(d)
             if entry_q:
                 found.append(
@@ -461,12 +465,13 @@ class SearchTables:
 
 def _compare(probes: np.ndarray, keys: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, ...]]:
     """(probe index, key index, distance) of every probe and key within distance k, a chunk
-    of probes at a time: all of a probe's pairs come in one chunk."""
+    of probes at a time: all of a probe's pairs come in one chunk. The probe kernel with one
+    bucket holding every key."""
+    whole = np.array([0, len(keys)], dtype=np.int64)
     step = max(1, SCAN_CHUNK // max(len(keys), 1))
     for lo in range(0, len(probes), step):
-        d = np.bitwise_count(probes[lo : lo + step, None] ^ keys[None, :])
-        q, i = np.nonzero(d <= k)
-        yield q.astype(np.int64) + lo, i.astype(np.int64), d[q, i].astype(np.int64)
+        q, i, d = probe(probes[lo : lo + step], whole, keys, _NO_MASK, 0, k)
+        yield q + lo, i, d
 
 
 def _merge_rows(
@@ -556,11 +561,11 @@ def probe(
     bits: int,
     k: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(query index, key, distance) of every key of one run of one table within distance k of
-    a query, among the buckets within the probe radius of the query's (its bucket XOR each
-    of `masks`). The native kernel (`indexstore/native/`); `probe_reference` is the same in
-    NumPy, which the tests hold it to."""
-    query, key, distance = _native_probe(
+    """(query index, key position, distance) of every key of one run of one table within
+    distance k of a query, among the buckets within the probe radius of the query's (its
+    bucket XOR each of `masks`). The native kernel (`indexstore/native/`); `probe_reference`
+    is the same in NumPy, which the tests hold it to."""
+    query, position, distance = _native_probe(
         np.ascontiguousarray(queries, dtype=np.uint64),
         np.ascontiguousarray(offsets, dtype=np.int64),
         np.ascontiguousarray(keys, dtype=np.uint64),
@@ -570,7 +575,7 @@ def probe(
     )
     return (
         np.frombuffer(query, dtype=np.int64),
-        np.frombuffer(key, dtype=np.uint64),
+        np.frombuffer(position, dtype=np.int64),
         np.frombuffer(distance, dtype=np.int64),
     )
 
@@ -587,13 +592,12 @@ def probe_reference(
     buckets = (_bucket(queries, bits)[:, None] ^ masks[None, :]).ravel()
     counts, pos = _ranges(offsets, buckets)
     if not len(pos):
-        return _EMPTY, _EMPTY_U64, _EMPTY
+        return _EMPTY, _EMPTY, _EMPTY
     # Candidates outnumber hits by far: find which probe a hit came from only for the hits.
-    cand = keys[pos]
-    d = np.bitwise_count(cand ^ np.repeat(np.repeat(queries, len(masks)), counts))
+    d = np.bitwise_count(keys[pos] ^ np.repeat(np.repeat(queries, len(masks)), counts))
     close = np.flatnonzero(d <= k)
     which = np.searchsorted(np.cumsum(counts), close, side="right")
-    return (which // len(masks)).astype(np.int64), cand[close], d[close].astype(np.int64)
+    return (which // len(masks)).astype(np.int64), pos[close], d[close].astype(np.int64)
 
 
 def _ranges(offsets: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

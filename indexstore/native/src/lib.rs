@@ -13,8 +13,9 @@ use pyo3::types::PyBytes;
 /// Every (query, key) of one run of one table with Hamming distance <= `k`, among the keys in
 /// the buckets within the probe radius of each query's bucket: the bucket of a key is its top
 /// `bits` bits, `offsets[b]..offsets[b + 1]` its range in the sorted `keys`, and the buckets
-/// probed are the query's XOR each of `masks`. Returns the query index (i64), key (u64) and
-/// distance (i64) of each hit as native-endian bytes, query after query, mask after mask.
+/// probed are the query's XOR each of `masks`. Returns the query index, the key's position in
+/// `keys` and the distance of each hit, as native-endian i64 bytes, query after query, mask
+/// after mask. With `bits` = 0 and `masks` = [0] this compares every query with every key.
 #[pyfunction]
 fn probe<'py>(
     py: Python<'py>,
@@ -81,12 +82,13 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn bucket(&self, b: usize) -> PyResult<&[u64]> {
+    /// Bucket `b`'s keys and the position of its first key.
+    fn bucket(&self, b: usize) -> PyResult<(&[u64], usize)> {
         let (lo, hi) = (self.offsets[b], self.offsets[b + 1]);
         usize::try_from(lo)
             .ok()
             .zip(usize::try_from(hi).ok())
-            .and_then(|(lo, hi)| self.keys.get(lo..hi))
+            .and_then(|(lo, hi)| self.keys.get(lo..hi).map(|keys| (keys, lo)))
             .ok_or_else(|| PyValueError::new_err("offsets: a range outside the keys"))
     }
 }
@@ -94,7 +96,7 @@ impl Run<'_> {
 #[derive(Default)]
 struct Hits {
     query: Vec<i64>,
-    key: Vec<u64>,
+    position: Vec<i64>,
     distance: Vec<i64>,
 }
 
@@ -108,7 +110,7 @@ impl Hits {
     fn into_bytes(self, py: Python<'_>) -> HitBytes<'_> {
         (
             bytes(py, &self.query),
-            bytes(py, &self.key),
+            bytes(py, &self.position),
             bytes(py, &self.distance),
         )
     }
@@ -141,11 +143,12 @@ fn scan(
     for (index, &query) in queries.iter().enumerate() {
         let bucket = if bits == 0 { 0 } else { query >> (64 - bits) };
         for &mask in masks {
-            for &key in run.bucket((bucket ^ mask) as usize)? {
+            let (keys, first) = run.bucket((bucket ^ mask) as usize)?;
+            for (at, &key) in keys.iter().enumerate() {
                 let distance = (key ^ query).count_ones();
                 if distance <= k {
                     hits.query.push(index as i64);
-                    hits.key.push(key);
+                    hits.position.push((first + at) as i64);
                     hits.distance.push(i64::from(distance));
                 }
             }
