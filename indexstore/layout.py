@@ -14,12 +14,12 @@ import numpy as np
 FINGERPRINT_BITS = 64
 
 # The cost model of `choose_layout`, in microseconds per query on one core: rough figures
-# from `newsdedup bench index` and numpy micro-timings on this project's 2-core machines
-# (batches of ~1000 queries); only their ratios matter.
-PROBE_US = 0.3  # one table probed: the fixed cost of its vectorized steps
-BUCKET_US = 0.02  # one bucket of one run looked up: two offsets read, the range expanded
-CANDIDATE_US = 0.025  # one candidate verified: gather, XOR, popcount
-SCAN_US = 0.004  # one row compared in a plain vectorized scan
+# from `newsdedup bench index` and micro-timings of the probe kernel on this project's 2-core
+# machines (batches of ~1000 queries); only their ratios matter.
+PROBE_US = 0.3  # one table probed: the fixed cost of its vectorized steps around the kernel
+BUCKET_US = 0.01  # one bucket of one run looked up: two offsets read, a cache miss or two
+CANDIDATE_US = 0.0005  # one candidate verified: XOR and popcount on a contiguous range
+SCAN_US = 0.0003  # one row compared in a plain scan
 MEMORY_US_PER_BYTE = 0.25  # what one byte of table memory per article is worth to us
 MAX_TABLES = 300
 MAX_TABLE_BYTES_PER_ARTICLE = 256  # beyond this, memory at millions of articles is out of reach
@@ -222,15 +222,17 @@ def choose_layout(max_distance: int, expected_articles: int) -> Layout:
     mean longer keys and fewer candidates, but C(b, k) tables to probe and to hold in memory.
     For k = 3 at 10 M: b = 4 gives 4 tables of 16-bit keys (~610 candidates, 36 B/article);
     b = 5 gives 10 tables of >=25-bit keys (~3 candidates but 84 B/article). For k = 6,
-    b = 8 gives 28 tables of 16-bit keys (228 B/article: k = 6 at 10 M needs ~2.5 GB).
-    For large k and small n no table beats comparing against every row, which numpy does
-    at about a nanosecond a row.
+    b = 8 gives 28 tables of 16-bit keys (228 B/article: k = 6 at 10 M needs ~2.5 GB). Since
+    the probe kernel verifies a candidate in about half a nanosecond, fewer tables with more
+    candidates win: k = 6 at 10 M takes 4 tables probed within radius 1 (~10,400 candidates,
+    40 B/article), k = 12 at 1 M 5 tables within radius 2 (~64,000). For small n no table
+    beats comparing against every row, which the kernel does at about 0.3 ns a row.
 
     Large k: C(b, k) tables become too many, so a table may keep fewer blocks than b - k and be
     probed with every key within a radius of the query's key (`probe_radius`: the most bits
     the closest `kept` blocks of a neighbour within k can differ in). With kept = 1 this is
-    multi-index hashing (Norouzi, Punjani, Fleet, CVPR 2012): k = 10 at 1 M, 4 tables of
-    16-bit blocks probed within radius 2 (137 keys each) instead of a scan of every row.
+    multi-index hashing (Norouzi, Punjani, Fleet, CVPR 2012): for k = 10, 4 tables of 16-bit
+    blocks probed within radius 2 (137 keys each) instead of a scan of every row.
     Runs are bucketed by a key prefix, so a probe is a lookup, not a binary search.
 
     We take the candidate with the least `layout_cost`: table probes, bucket lookups,

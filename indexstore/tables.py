@@ -103,7 +103,7 @@ def scan_break_even(layout: Layout) -> int:
     of probing the layout's tables (its probes and bucket lookups, from `layout_cost`'s
     constants). The layout is chosen for the expected window; a young index, a quiet feed or
     a replay of sparse history holds far fewer rows, and at k = 12 the fixed part alone is
-    worth a scan of ~18,000 rows."""
+    worth a scan of ~20,000 rows."""
     fixed = len(layout.tables) * PROBE_US + layout.expected_buckets * BUCKET_US
     return int(fixed / SCAN_US)
 

@@ -145,13 +145,13 @@ def run_program(k: int, expected: int, program: list, segment_ms: int = SEGMENT_
 
 # expected_articles picks the layout: small n -> plain scan, large n -> pigeonhole tables.
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(k=st.integers(0, 10), expected=st.sampled_from([10, 10**5, 10**7]), program=steps)
+@given(k=st.integers(0, 16), expected=st.sampled_from([10, 10**5, 10**7]), program=steps)
 def test_index_equals_brute_force(k: int, expected: int, program: list) -> None:
     run_program(k, expected, program)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(k=st.sampled_from([3, 6]), program=steps)
+@given(k=st.sampled_from([3, 6, 12, 16]), program=steps)
 def test_index_equals_brute_force_with_tables(k: int, program: list) -> None:
     run_program(k, 10**7, program)
 
