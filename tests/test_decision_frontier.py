@@ -24,12 +24,20 @@ def test_frontier_reproduces_the_whole_feed_run_of_eval(capsys) -> None:
         if s["system"] == "newsdedup-whole"
     )
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), *feed, "k=12", "k=12,verify=exact"],
+        [sys.executable, str(SCRIPT), *feed, "--misses", "k=12", "k=12,verify=exact"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:]}
+    rows: dict[str, list[str]] = {}
+    listed: dict[str, list[str]] = {}
+    pairs: list[str] = []
+    for line in out.splitlines()[2:]:
+        if line.startswith(" "):
+            pairs.append(line.strip())
+        else:
+            rows[line.split()[0]], pairs = line.split()[1:], []
+            listed[line.split()[0]] = pairs
     flagged, wrong, _, missed, _ = rows["k=12"]
     assert (int(flagged), int(wrong), int(missed)) == (
         whole["flagged"],
@@ -39,3 +47,10 @@ def test_frontier_reproduces_the_whole_feed_run_of_eval(capsys) -> None:
     assert whole["flagged"] > 300  # the sample holds real work: edits and formulaic look-alikes
     # Exact verification never flags wrongly.
     assert rows["k=12,verify=exact"][1] == "0"
+    # --misses lists each missed pair once, with what decided its loss.
+    for variant, row in rows.items():
+        assert len(listed[variant]) == int(row[3])
+        for line in listed[variant]:
+            _kind, _, distance, _, jaccard, *_ = line.split()
+            assert 0 <= int(distance) <= 64 and 0.0 <= float(jaccard) <= 1.0, line
+    assert whole["missed"] > 0  # so the listing above was exercised
