@@ -97,6 +97,12 @@ class FingerprintConfig:
     convert_traditional: bool = True
 
 
+# Texts shorter than this (normalized characters) carry a key of their letters and digits
+# beside their sketch (consumer/sketch.py), which is what a short text is matched by; so the
+# short-text limit cannot exceed it.
+LETTERS_KEY_CHARS = 256
+
+
 @dataclass(frozen=True, slots=True)
 class MatchConfig:
     # README "Accuracy": why a candidate is verified and short texts match only exactly.
@@ -288,7 +294,10 @@ def _validate(config: Config) -> None:
     check(
         0 <= m.sentence_min_jaccard <= 1, "option [match] sentence_min_jaccard must be from 0 to 1"
     )
-    check(m.short_text_chars >= 0, "option [match] short_text_chars must be 0 or more")
+    check(
+        0 <= m.short_text_chars <= LETTERS_KEY_CHARS,
+        f"option [match] short_text_chars must be from 0 to {LETTERS_KEY_CHARS}",
+    )
     check(
         0 <= m.unverifiable_distance <= 64,
         "option [match] unverifiable_distance must be from 0 to 64",

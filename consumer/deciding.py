@@ -16,6 +16,8 @@ share most of their words are as often different news as the same (the paraphras
 `../shared/data/pairs`), and a 5-gram estimate over a few dozen characters cannot tell them
 apart. For the same reason a Latin-script sentence or two (a few dozen word 3-grams) needs a
 higher estimate; so does a candidate farther away than most copies lie, being less likely one.
+Exact, for a short text, means the same letters and digits: a headline reposted with other
+punctuation, spacing or leftover markup has another content hash but the same letters key.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from consumer.analysis import Analyzed
 from consumer.config import MatchConfig
 from consumer.decisions import Decision, DecisionKind, Source
-from consumer.sketch import estimate, shingled_by_words
+from consumer.sketch import estimate, same_letters, shingled_by_words
 from indexstore import ArticleRecord, Batch, Match
 
 # What the service keeps beside each article record: when the decision was first made, so a
@@ -80,7 +82,7 @@ def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
     if match.exact:
         return True
     if item.text_chars < rules.short_text_chars:
-        return False
+        return same_letters(item.sketch, match.sketch)
     if rules.min_jaccard <= 0:
         return True
     similarity = estimate(item.sketch, match.sketch)

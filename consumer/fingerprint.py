@@ -18,7 +18,7 @@ from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.idf import load_idf
 from consumer.native_kernel import load_kernel
 from consumer.normalize import Normalizer
-from consumer.sketch import sketch
+from consumer.sketch import sketch, verification_data
 from consumer.terms import ENGINES, TermExtractor, hash_terms
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
@@ -67,7 +67,8 @@ class FingerprintOptions:
 class Fingerprint:
     simhash: int  # unsigned, 0 <= simhash < 2**64
     content_hash: bytes  # mmh3 x64 128-bit of normalized title + "\n" + normalized content
-    # Verifies SimHash candidates (consumer/sketch.py); of the same normalized text.
+    # Verifies SimHash candidates: the sketch of the same normalized text, with a short text's
+    # letters key after it (consumer/sketch.py, `verification_data`).
     sketch: bytes = b""
     text_chars: int = 0  # length of the normalized title + "\n" + content
     terms: tuple[tuple[str, float], ...] = ()  # only with explain=True: heaviest first
@@ -162,9 +163,13 @@ class Fingerprinter:
             computed = self._kernel.fingerprint_many(
                 titles, contents, self.options.title_weight, self.options.max_terms or 0
             )
-            for i, fingerprint in zip(valid, computed, strict=True):
+            for i, title, content, fingerprint in zip(
+                valid, titles, contents, computed, strict=True
+            ):
                 if fingerprint is not None:
-                    results[i] = Fingerprint(*fingerprint)
+                    simhash, content_hash, article_sketch, length = fingerprint
+                    data = verification_data(article_sketch, f"{title}\n{content}")
+                    results[i] = Fingerprint(simhash, content_hash, data, length)
             return _with_empty_text_errors(results)
 
         if self._terms is None:
@@ -188,7 +193,7 @@ class Fingerprinter:
                 counts.append(c)
                 text = f"{title}\n{content}"
                 content_hashes.append(mmh3.hash_bytes(text.encode(), seed=0, x64arch=True))
-                sketches.append(sketch(text))
+                sketches.append(verification_data(sketch(text), text))
                 lengths.append(len(text))
         if not docs:
             return _with_empty_text_errors(results)

@@ -116,7 +116,7 @@ def test_candidates_that_share_little_text_are_not_duplicates(tmp_path: Path) ->
     assert unverified[1]["decision"] == "near_duplicate"
 
 
-def test_short_texts_match_only_exactly(tmp_path: Path) -> None:
+def test_short_texts_match_only_the_same_letters_and_digits(tmp_path: Path) -> None:
     when = "2026-11-22T10:00:00+08:00"
     feed = [
         {
@@ -137,11 +137,35 @@ def test_short_texts_match_only_exactly(tmp_path: Path) -> None:
             "content": "",
             "published_at": when,
         },
+        # Other punctuation, and a template's leftover braces: the same letters and digits.
+        {
+            "id": "h4",
+            "title": "国务院召开常务会议，部署稳就业工作。",
+            "content": "",
+            "published_at": when,
+        },
+        {
+            "id": "h5",
+            "title": "国务院召开常务会议 部署稳就业工作",
+            "content": "{{}}",
+            "published_at": when,
+        },
+        # The last character changed: one 5-gram apart, which a sketch can miss, a key cannot.
+        {
+            "id": "h6",
+            "title": "国务院召开常务会议 部署稳就业工程",
+            "content": "",
+            "published_at": when,
+        },
     ]
     decisions = {d["id"]: d for d in run_check(tmp_path, feed)}
     assert decisions["h2"]["decision"] == "unique"
     assert decisions["h3"]["decision"] == "duplicate"
     assert decisions["h3"]["matched_id"] == "h1"
+    for variant in ("h4", "h5"):
+        assert decisions[variant]["decision"] == "near_duplicate", decisions[variant]
+        assert decisions[variant]["matched_id"] == "h1"
+    assert decisions["h6"]["decision"] == "unique"
 
 
 def test_a_replay_of_history_keeps_only_the_window(tmp_path: Path) -> None:

@@ -52,6 +52,8 @@ def test_client_passthrough_from_file_and_environment(tmp_path):
         ('[kafka.client]\n"group.id" = "x"\n', {}, "group.id"),
         ("", {"NEWSDEDUP_NOPE_X": "1"}, "NEWSDEDUP_NOPE_X"),
         ('[kafka]\noutput_topic = "news.raw"\n', {}, "three different topics"),
+        # Past 256 characters a text carries no letters key to match a short text by.
+        ("[match]\nshort_text_chars = 300\n", {}, "[match] short_text_chars must be from 0 to 256"),
         ("not toml [", {}, "not valid TOML"),
     ],
 )

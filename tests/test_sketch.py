@@ -23,12 +23,17 @@ from consumer.sketch import (
     _LATIN_LETTER,
     _LETTER,
     _WORD_CHAR,
+    LETTERS_KEY_BYTES,
+    LETTERS_KEY_CHARS,
     SKETCH_BYTES,
     _classes,
     equal_minima,
     estimate,
+    letters_key,
     native_tables,
+    same_letters,
     sketch,
+    verification_data,
 )
 
 NORMALIZER = Normalizer(convert_traditional=True)
@@ -143,6 +148,48 @@ def test_sketches_of_the_first_format_are_not_comparable() -> None:
     first_format = b"c" + current[1:]
     assert estimate(current, first_format) is None
     assert estimate(first_format, first_format) is None
+
+
+_LETTERS = st.characters(categories=("Lu", "Ll", "Lo", "Nd"))
+_NOT_LETTERS = st.sampled_from(list(" \n，。、！？!?,.;:-#{}[]()《》「」\"'"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(_LETTERS, min_size=1, max_size=80), st.data())
+def test_letters_keys_ignore_punctuation_and_spacing_and_nothing_else(
+    letters: str, data: st.DataObject
+) -> None:
+    key = letters_key(letters)
+    # Punctuation and spacing anywhere, any amount: the same key.
+    pieces = list(letters)
+    for _ in range(data.draw(st.integers(1, 6))):
+        at = data.draw(st.integers(0, len(pieces)))
+        pieces.insert(at, data.draw(_NOT_LETTERS))
+    assert letters_key("".join(pieces)) == key
+    # Any letter or digit changed, dropped or added: another key.
+    at = data.draw(st.integers(0, len(letters) - 1))
+    other = data.draw(_LETTERS.filter(lambda c: c != letters[at]))
+    assert letters_key(letters[:at] + other + letters[at + 1 :]) != key
+    assert letters_key(letters[:at] + letters[at + 1 :]) != key
+    assert letters_key(letters + other) != key
+
+
+def test_only_short_texts_carry_a_letters_key_and_it_never_changes_an_estimate() -> None:
+    short = normalized("国务院召开常务会议 部署稳就业工作", "")
+    repunctuated = normalized("国务院召开常务会议，部署稳就业工作。", "{{}}")
+    long = normalized("新聞", "立法會今日三讀通過修訂條例草案，政府表示歡迎。" * 12)
+    assert len(short) < LETTERS_KEY_CHARS <= len(long)
+    short_data = verification_data(sketch(short), short)
+    assert len(short_data) == SKETCH_BYTES + LETTERS_KEY_BYTES
+    assert verification_data(sketch(long), long) == sketch(long)
+    assert same_letters(short_data, verification_data(sketch(repunctuated), repunctuated))
+    assert not same_letters(short_data, sketch(short))  # a record written without a key
+    long_data = verification_data(sketch(long), long)
+    assert not same_letters(long_data, long_data)  # long texts are never matched by letters
+    assert estimate(short_data, sketch(repunctuated)) == estimate(
+        sketch(short), sketch(repunctuated)
+    )
+    assert estimate(short_data, long_data) == estimate(sketch(short), sketch(long))
 
 
 def test_different_shinglings_are_not_comparable() -> None:
