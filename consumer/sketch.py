@@ -8,10 +8,12 @@ measure the accuracy evaluation judges by — estimated from these sketches.
 
 A sketch is one byte naming the shingling (characters or words, and the sketch's format) and
 128 four-bit minima, two to a byte. Two articles shingled differently (an article right at the
-Latin/non-Latin boundary and its copy on the other side), or sketched in another format, have
-no comparable sketch, and `estimate` says so with None. A text shorter than
-`LETTERS_KEY_CHARS` also carries, after its sketch, a 16-byte key of its letters and digits
-(`verification_data`): what a short text is matched by (consumer/deciding.py).
+Latin/non-Latin boundary and its copy on the other side) are compared by characters when the
+word-shingled one is of mixed script, which then carries a second, character sketch; otherwise
+they, like sketches of another format, have no comparable sketch, and `estimate` says so with
+None. A text shorter than `LETTERS_KEY_CHARS` also carries, after its sketch, a 16-byte key of
+its letters and digits: what a short text is matched by (consumer/deciding.py). All of it is
+the article's verification data (`verification_data`).
 
 The minima are one-permutation MinHash (Li, Owen, Zhang, NIPS 2012) with 128 bins and
 rotation densification for empty bins (Shrivastava, Li, ICML 2014), keeping 4 bits of each
@@ -40,6 +42,8 @@ MINIMA = 128
 MINIMUM_BITS = 4
 SKETCH_BYTES = 1 + MINIMA * MINIMUM_BITS // 8
 LETTERS_KEY_BYTES = 16
+# Below this share of Latin letters, a text shingled by words also carries a character sketch.
+MIXED_LATIN_SHARE = 0.75
 CHAR_SHINGLE = 5
 WORD_SHINGLE = 3
 
@@ -152,12 +156,33 @@ def shingle_hashes(normalized: str) -> tuple[bytes, np.ndarray]:
         return _CHARS, _fmix64(_char_shingles(points[classes != _DROPPED]))
 
 
-def sketch(normalized: str) -> bytes:
-    """The sketch of normalized title + content (`SKETCH_BYTES` long)."""
-    shingling, hashes = shingle_hashes(normalized)
+def mixed_char_shingles(normalized: str) -> np.ndarray | None:
+    """The character 5-gram hashes of a text shingled by words whose letters are less than
+    `MIXED_LATIN_SHARE` Latin, else None. Such a text's copy can fall on the other side of the
+    half-Latin line (a Chinese article with a long English passage, its copy without it), and
+    a pair on both sides is compared by characters, as the evaluation's truth does."""
+    if normalized.isascii():
+        return None  # no letter outside Latin: the common case of English text, decided fast
+    points = _code_points(normalized)
+    classes = _classes()[points]
+    counts = np.bincount(classes, minlength=4)
+    letters = counts[_LETTER] + counts[_LATIN_LETTER]
+    latin = counts[_LATIN_LETTER]
+    if not (letters > 0 and 2 * latin >= letters and latin < MIXED_LATIN_SHARE * letters):
+        return None
+    with np.errstate(over="ignore"):
+        return _fmix64(_char_shingles(points[classes != _DROPPED]))
+
+
+def _packed(shingling: bytes, hashes: np.ndarray) -> bytes:
     # b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
     kept = (bin_minima(hashes) & _NIBBLE).astype(np.uint8)
     return shingling + (kept[0::2] | (kept[1::2] << 4)).tobytes()
+
+
+def sketch(normalized: str) -> bytes:
+    """The sketch of normalized title + content (`SKETCH_BYTES` long)."""
+    return _packed(*shingle_hashes(normalized))
 
 
 def letters_key(normalized: str) -> bytes:
@@ -169,23 +194,37 @@ def letters_key(normalized: str) -> bytes:
 
 
 def verification_data(article_sketch: bytes, normalized: str) -> bytes:
-    """What the index keeps to verify a candidate against this text: its sketch, followed for
-    a text shorter than `LETTERS_KEY_CHARS` by its letters key. Only short texts need the key,
-    and hashing a long text's letters costs ~15 % of its fingerprint (29 µs a hkcnews
-    article)."""
+    """What the index keeps to verify a candidate against this text: its sketch; then, for a
+    text shorter than `LETTERS_KEY_CHARS`, its letters key; then, for a word-shingled text of
+    mixed script (`mixed_char_shingles`), a second sketch, of its characters. Only short texts
+    need the key, and hashing a long text's letters costs ~15 % of its fingerprint (29 µs a
+    hkcnews article)."""
+    data = article_sketch
     if len(normalized) < LETTERS_KEY_CHARS:
-        return article_sketch + letters_key(normalized)
-    return article_sketch
+        data += letters_key(normalized)
+    if shingled_by_words(article_sketch):
+        hashes = mixed_char_shingles(normalized)
+        if hashes is not None:
+            data += _packed(_CHARS, hashes)
+    return data
+
+
+def _parts(data: bytes) -> tuple[bytes, bytes | None, bytes | None]:
+    """Verification data's sketch, letters key and character sketch (each None when absent):
+    the lengths the three can add up to (65, 81, 130 and 146 bytes) are all different."""
+    main, rest = data[:SKETCH_BYTES], data[SKETCH_BYTES:]
+    key = None
+    if len(rest) in (LETTERS_KEY_BYTES, LETTERS_KEY_BYTES + SKETCH_BYTES):
+        key, rest = rest[:LETTERS_KEY_BYTES], rest[LETTERS_KEY_BYTES:]
+    return main, key, rest if len(rest) == SKETCH_BYTES else None
 
 
 def same_letters(a: bytes, b: bytes) -> bool:
     """Whether two articles' verification data hold the same letters key: the same letters
     and digits in the same order. An article without a key (a long text, a record written
     before keys existed) has the same letters as nothing."""
-    return (
-        len(a) == len(b) == SKETCH_BYTES + LETTERS_KEY_BYTES
-        and a[SKETCH_BYTES:] == b[SKETCH_BYTES:]
-    )
+    key = _parts(a)[1]
+    return key is not None and key == _parts(b)[1]
 
 
 def bin_minima(hashes: np.ndarray, bins: int = MINIMA) -> np.ndarray:
@@ -221,13 +260,26 @@ def shingled_by_words(sketch: bytes) -> bool:
 
 
 def estimate(a: bytes, b: bytes) -> float | None:
-    """Estimated Jaccard similarity of the shingle sets behind two sketches (0.0 to 1.0), or
-    None when they cannot be compared (different shinglings, a sketch of another format, or a
-    missing sketch)."""
-    a, b = a[:SKETCH_BYTES], b[:SKETCH_BYTES]  # verification data: a letters key may follow
-    if len(a) != SKETCH_BYTES or len(b) != SKETCH_BYTES or a[0] != b[0] or a[0] not in _KINDS:
-        return None
-    return max(0.0, (equal_minima(a, b) / MINIMA - _CHANCE) / (1 - _CHANCE))
+    """Estimated Jaccard similarity of the shingle sets behind two texts' verification data
+    (0.0 to 1.0): of their sketches, or when those are of different shinglings, of the
+    character sketch of the one of mixed script and the other's sketch. None when nothing
+    compares (different shinglings and no character sketch, another format, no sketch)."""
+    sketch_a, _, chars_a = _parts(a)
+    sketch_b, _, chars_b = _parts(b)
+    for x, y in ((sketch_a, sketch_b), (chars_a, sketch_b), (sketch_a, chars_b)):
+        if _comparable(x, y):
+            return max(0.0, (equal_minima(x, y) / MINIMA - _CHANCE) / (1 - _CHANCE))
+    return None
+
+
+def _comparable(a: bytes | None, b: bytes | None) -> bool:
+    return (
+        a is not None
+        and b is not None
+        and len(a) == len(b) == SKETCH_BYTES
+        and a[0] == b[0]
+        and a[0] in _KINDS
+    )
 
 
 # Every nibble 0x7, and every bit, over the minima.

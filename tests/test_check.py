@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from random import Random
 
+import mixed_script
 import numpy as np
 import pytest
 
@@ -166,6 +167,23 @@ def test_short_texts_match_only_the_same_letters_and_digits(tmp_path: Path) -> N
         assert decisions[variant]["decision"] == "near_duplicate", decisions[variant]
         assert decisions[variant]["matched_id"] == "h1"
     assert decisions["h6"]["decision"] == "unique"
+
+
+def test_a_mixed_script_article_matches_its_copy_shingled_the_other_way(tmp_path: Path) -> None:
+    # A Chinese report quoting English, and a copy with less of the English: word-shingled and
+    # character-shingled, farther apart than the 3 bits accepted unverified, so only the
+    # original's character sketch can verify the pair.
+    fingerprinter = Fingerprinter()
+    original = fingerprinter.fingerprint("", mixed_script.ORIGINAL)
+    copy = fingerprinter.fingerprint("", mixed_script.COPY)
+    assert 3 < (original.simhash ^ copy.simhash).bit_count() <= 12
+    when = "2026-11-22T10:00:00+08:00"
+    feed = [
+        {"id": "original", "title": "", "content": mixed_script.ORIGINAL, "published_at": when},
+        {"id": "copy", "title": "", "content": mixed_script.COPY, "published_at": when},
+    ]
+    decision = run_check(tmp_path, feed)[1]
+    assert (decision["decision"], decision["matched_id"]) == ("near_duplicate", "original")
 
 
 def test_a_replay_of_history_keeps_only_the_window(tmp_path: Path) -> None:

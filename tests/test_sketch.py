@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import sys
 import unicodedata
 from itertools import pairwise
 
+import mixed_script
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,13 +27,16 @@ from consumer.sketch import (
     _WORD_CHAR,
     LETTERS_KEY_BYTES,
     LETTERS_KEY_CHARS,
+    MIXED_LATIN_SHARE,
     SKETCH_BYTES,
     _classes,
     equal_minima,
     estimate,
     letters_key,
+    mixed_char_shingles,
     native_tables,
     same_letters,
+    shingled_by_words,
     sketch,
     verification_data,
 )
@@ -197,15 +202,58 @@ def test_different_shinglings_are_not_comparable() -> None:
     english = sketch(normalized("News", "The council passed the amended bill today."))
     assert estimate(chinese, english) is None
     assert estimate(chinese, b"") is None
+    # Verification data too: neither text is of mixed script, so neither has a second sketch.
+    chinese_text = normalized("新聞", "立法會今日三讀通過修訂條例草案。")
+    english_text = normalized("News", "The council passed the amended bill today.")
+    assert (
+        estimate(
+            verification_data(sketch(chinese_text), chinese_text),
+            verification_data(sketch(english_text), english_text),
+        )
+        is None
+    )
+
+
+def test_a_mixed_script_text_and_its_copy_across_the_latin_line_compare_by_characters() -> None:
+    original = normalized("", mixed_script.ORIGINAL)
+    copy = normalized("", mixed_script.COPY)
+    assert shingled_by_words(sketch(original)) and not shingled_by_words(sketch(copy))
+    assert estimate(sketch(original), sketch(copy)) is None  # the sketches alone cannot
+    original_data = verification_data(sketch(original), original)
+    copy_data = verification_data(sketch(copy), copy)
+    assert len(original_data) == 2 * SKETCH_BYTES  # a long text: no letters key
+    similarity = estimate(original_data, copy_data)
+    assert similarity is not None
+    assert similarity == estimate(copy_data, original_data)
+    assert abs(similarity - truth.similarity(mixed_script.ORIGINAL, mixed_script.COPY)) < 0.1
+    # A text that is not of mixed script carries no second sketch: English (even with an
+    # accented name), Chinese, and a word-shingled text at MIXED_LATIN_SHARE or more Latin.
+    english = normalized("", "Café owners in the city centre welcomed the new parking rules " * 5)
+    chinese = normalized("", mixed_script.ORIGINAL.split("The")[0])
+    assert mixed_char_shingles(english) is None and mixed_char_shingles(chinese) is None
+    latin = sum(c.isascii() and c.isalpha() for c in original)
+    other = sum(c.isalpha() for c in original) - latin
+    # Words of four Latin letters until Latin letters are MIXED_LATIN_SHARE of all.
+    words = math.ceil((MIXED_LATIN_SHARE * (latin + other) - latin) / (1 - MIXED_LATIN_SHARE) / 4)
+    mostly_latin = original + " plus" * words
+    assert shingled_by_words(sketch(mostly_latin))
+    assert mixed_char_shingles(mostly_latin) is None
+    assert mixed_char_shingles(original + " plus" * (words - 1)) is not None
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
 def test_any_text_gives_a_sketch(text: str) -> None:
-    s = sketch(normalized("", text))
+    n = normalized("", text)
+    s = sketch(n)
     assert len(s) == SKETCH_BYTES
     assert estimate(s, s) == 1.0
-    assert load_kernel(None).sketch(normalized("", text)) == s  # the native kernel's, too
+    assert load_kernel(None).sketch(n) == s  # the native kernel's, too
+    # Verification data, whatever parts it holds, reads back as the sketch it starts with.
+    data = verification_data(s, n)
+    assert data[:SKETCH_BYTES] == s
+    assert estimate(data, data) == estimate(data, s) == estimate(s, data) == 1.0
+    assert same_letters(data, data) == (len(n) < LETTERS_KEY_CHARS)
 
 
 def category_class(cp: int) -> int:

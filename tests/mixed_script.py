@@ -1,0 +1,24 @@
+"""A Chinese report quoting a long English passage, and a copy that keeps less of the English.
+
+Just over half of the original's letters are Latin, so it is shingled by words; the copy, with
+30 % of the passage cut, falls under half and is shingled by characters. Both are compared by
+characters, as the evaluation's truth compares them (tests/test_sketch.py, test_check.py).
+"""
+
+from __future__ import annotations
+
+_CHINESE = (
+    "立法會財務委員會今日審議多項撥款申請，議員就醫療及房屋開支提出質詢，政府官員逐一回應。"
+    "委員會主席表示，會議將於下週繼續，屆時會討論交通基建項目的追加撥款。"
+    "有議員關注公立醫院輪候時間過長，要求當局交代增聘人手的進度；"
+    "亦有議員批評公營房屋落成量未達目標，促請政府加快覓地。"
+    "財經事務及庫務局局長在會上表示，今年財政狀況穩健，但需審慎理財。"
+)
+_ENGLISH = (
+    "The finance committee reviewed several funding requests today, and members questioned "
+    "officials about spending on hospitals and public housing. The chairman said the meeting "
+    "would resume next week to discuss extra money for transport projects."
+)
+
+ORIGINAL = _CHINESE + _ENGLISH
+COPY = _CHINESE + _ENGLISH[: int(len(_ENGLISH) * 0.7)]
