@@ -89,7 +89,10 @@ def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
     if similarity is None:
         return match.distance <= rules.unverifiable_distance
     need = rules.far_min_jaccard if match.distance > rules.far_distance else rules.min_jaccard
-    if item.text_chars < rules.sentence_chars and shingled_by_words(item.sketch):
+    # Either side: a pair compared across shinglings (one of mixed script) is held to the
+    # stricter rule, as a pair of two Latin-script sentences would be.
+    sentence = shingled_by_words(item.sketch) or shingled_by_words(match.sketch)
+    if item.text_chars < rules.sentence_chars and sentence:
         need = max(need, rules.sentence_min_jaccard)
     return similarity >= need
 

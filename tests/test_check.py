@@ -186,6 +186,32 @@ def test_a_mixed_script_article_matches_its_copy_shingled_the_other_way(tmp_path
     assert (decision["decision"], decision["matched_id"]) == ("near_duplicate", "original")
 
 
+def test_sentences_compared_across_shinglings_need_sentence_min_jaccard(tmp_path: Path) -> None:
+    # One sentence quoting English (word-shingled, of mixed script), then one that keeps the
+    # quote's first half and goes on in Chinese about something else (character-shingled):
+    # estimated at 0.625 by characters, enough for min_jaccard but not for a sentence.
+    opening = "位于埃尔蒙特的运输工会联合理事会主席桑坦格罗周二在记者会上表示，"
+    quote = "the strike really hurt the company and the drivers"
+    when = "2026-11-22T10:00:00+08:00"
+    feed = [
+        {
+            "id": "a",
+            "title": "",
+            "content": f"{opening}{quote}, we expect the talks to resume on Monday morning.",
+            "published_at": when,
+        },
+        {
+            "id": "b",
+            "title": "",
+            "content": f"{opening}{quote}。工会成员将于周末投票决定是否接受新合同。",
+            "published_at": when,
+        },
+    ]
+    assert run_check(tmp_path, feed)[1]["decision"] == "unique"
+    loose = run_check(tmp_path, feed, NEWSDEDUP_MATCH_SENTENCE_CHARS="0")[1]
+    assert (loose["decision"], loose["matched_id"]) == ("near_duplicate", "a")
+
+
 def test_a_replay_of_history_keeps_only_the_window(tmp_path: Path) -> None:
     # A year of dated news, a day apart: the watermark carries each day out of the 72 h
     # window, so the state directory must end with the last few days only, as the live
