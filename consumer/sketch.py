@@ -264,6 +264,10 @@ def estimate(a: bytes, b: bytes) -> float | None:
     (0.0 to 1.0): of their sketches, or when those are of different shinglings, of the
     character sketch of the one of mixed script and the other's sketch. None when nothing
     compares (different shinglings and no character sketch, another format, no sketch)."""
+    if len(a) >= SKETCH_BYTES and len(b) >= SKETCH_BYTES and a[0] == b[0] and a[0] in _KINDS:
+        # The sketches compare (nearly every candidate): deciding calls this for each one,
+        # and splitting the verification data first would cost a third of the call.
+        return max(0.0, (equal_minima(a, b) / MINIMA - _CHANCE) / (1 - _CHANCE))
     sketch_a, _, chars_a = _parts(a)
     sketch_b, _, chars_b = _parts(b)
     for x, y in ((sketch_a, sketch_b), (chars_a, sketch_b), (sketch_a, chars_b)):
