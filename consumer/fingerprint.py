@@ -67,8 +67,9 @@ class FingerprintOptions:
 class Fingerprint:
     simhash: int  # unsigned, 0 <= simhash < 2**64
     content_hash: bytes  # mmh3 x64 128-bit of normalized title + "\n" + normalized content
-    # Verifies SimHash candidates: the sketch of the same normalized text, with a short text's
-    # letters key after it (consumer/sketch.py, `verification_data`).
+    # Verifies SimHash candidates: the sketch of the same normalized text, then a short text's
+    # letters key or a mixed-script text's character sketch (consumer/sketch.py,
+    # `verification_data`).
     sketch: bytes = b""
     text_chars: int = 0  # length of the normalized title + "\n" + content
     terms: tuple[tuple[str, float], ...] = ()  # only with explain=True: heaviest first

@@ -142,36 +142,49 @@ def _word_shingles(text: str) -> np.ndarray:
     return h
 
 
+def _letter_counts(classes: np.ndarray) -> tuple[int, int]:
+    """(letters, Latin letters) among code points of these classes."""
+    counts = np.bincount(classes, minlength=4)
+    return int(counts[_LETTER] + counts[_LATIN_LETTER]), int(counts[_LATIN_LETTER])
+
+
+def _by_words(letters: int, latin: int) -> bool:
+    """Whether a text is shingled by words: at least half of its letters are Latin."""
+    return letters > 0 and 2 * latin >= letters
+
+
+def _mixed(letters: int, latin: int) -> bool:
+    """Whether a text shingled by words also carries a character sketch: less than
+    `MIXED_LATIN_SHARE` of its letters are Latin. Its copy can fall on the other side of the
+    half-Latin line (a Chinese article with a long English passage, its copy without it), and
+    a pair on both sides is compared by characters, as the evaluation's truth does."""
+    return _by_words(letters, latin) and latin < MIXED_LATIN_SHARE * letters
+
+
+def _hashed_char_shingles(kept: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return _fmix64(_char_shingles(kept))
+
+
 def shingle_hashes(normalized: str) -> tuple[bytes, np.ndarray]:
     """The shingling used and the 64-bit hashes of the shingles of normalized text (see
     `consumer.normalize`): word 3-grams when at least half of its letters are Latin, else
     character 5-grams of its letters, marks and digits."""
     points = _code_points(normalized)
     classes = _classes()[points]
-    counts = np.bincount(classes, minlength=4)
-    letters = counts[_LETTER] + counts[_LATIN_LETTER]
-    with np.errstate(over="ignore"):
-        if letters > 0 and 2 * counts[_LATIN_LETTER] >= letters:
+    if _by_words(*_letter_counts(classes)):
+        with np.errstate(over="ignore"):
             return _WORDS, _fmix64(_word_shingles(normalized))
-        return _CHARS, _fmix64(_char_shingles(points[classes != _DROPPED]))
+    return _CHARS, _hashed_char_shingles(points[classes != _DROPPED])
 
 
 def mixed_char_shingles(normalized: str) -> np.ndarray | None:
-    """The character 5-gram hashes of a text shingled by words whose letters are less than
-    `MIXED_LATIN_SHARE` Latin, else None. Such a text's copy can fall on the other side of the
-    half-Latin line (a Chinese article with a long English passage, its copy without it), and
-    a pair on both sides is compared by characters, as the evaluation's truth does."""
-    if normalized.isascii():
-        return None  # no letter outside Latin: the common case of English text, decided fast
+    """The character 5-gram hashes of a text of mixed script (`_mixed`), else None."""
     points = _code_points(normalized)
     classes = _classes()[points]
-    counts = np.bincount(classes, minlength=4)
-    letters = counts[_LETTER] + counts[_LATIN_LETTER]
-    latin = counts[_LATIN_LETTER]
-    if not (letters > 0 and 2 * latin >= letters and latin < MIXED_LATIN_SHARE * letters):
+    if not _mixed(*_letter_counts(classes)):
         return None
-    with np.errstate(over="ignore"):
-        return _fmix64(_char_shingles(points[classes != _DROPPED]))
+    return _hashed_char_shingles(points[classes != _DROPPED])
 
 
 def _packed(shingling: bytes, hashes: np.ndarray) -> bytes:
@@ -185,27 +198,35 @@ def sketch(normalized: str) -> bytes:
     return _packed(*shingle_hashes(normalized))
 
 
+def _letters_key_of(kept: np.ndarray) -> bytes:
+    return mmh3.hash_bytes(kept.astype("<u4").tobytes(), seed=0, x64arch=True)
+
+
 def letters_key(normalized: str) -> bytes:
     """mmh3 x64 128-bit hash of the letters, marks and digits of normalized text, in order:
     what two texts that differ only in punctuation, spacing or leftover markup share."""
     points = _code_points(normalized)
-    kept = points[_classes()[points] != _DROPPED]
-    return mmh3.hash_bytes(kept.astype("<u4").tobytes(), seed=0, x64arch=True)
+    return _letters_key_of(points[_classes()[points] != _DROPPED])
 
 
 def verification_data(article_sketch: bytes, normalized: str) -> bytes:
     """What the index keeps to verify a candidate against this text: its sketch; then, for a
     text shorter than `LETTERS_KEY_CHARS`, its letters key; then, for a word-shingled text of
-    mixed script (`mixed_char_shingles`), a second sketch, of its characters. Only short texts
-    need the key, and hashing a long text's letters costs ~15 % of its fingerprint (29 µs a
-    hkcnews article)."""
+    mixed script (`_mixed`), a second sketch, of its characters. Most texts need neither and
+    cost two cheap tests: hashing a long text's letters would cost ~15 % of its fingerprint
+    (29 µs a hkcnews article), and pure ASCII has no letter outside Latin."""
+    short = len(normalized) < LETTERS_KEY_CHARS
+    maybe_mixed = shingled_by_words(article_sketch) and not normalized.isascii()
+    if not (short or maybe_mixed):
+        return article_sketch
+    points = _code_points(normalized)  # one pass over the text serves both
+    classes = _classes()[points]
+    kept = points[classes != _DROPPED]
     data = article_sketch
-    if len(normalized) < LETTERS_KEY_CHARS:
-        data += letters_key(normalized)
-    if shingled_by_words(article_sketch):
-        hashes = mixed_char_shingles(normalized)
-        if hashes is not None:
-            data += _packed(_CHARS, hashes)
+    if short:
+        data += _letters_key_of(kept)
+    if maybe_mixed and _mixed(*_letter_counts(classes)):
+        data += _packed(_CHARS, _hashed_char_shingles(kept))
     return data
 
 
@@ -264,26 +285,25 @@ def estimate(a: bytes, b: bytes) -> float | None:
     (0.0 to 1.0): of their sketches, or when those are of different shinglings, of the
     character sketch of the one of mixed script and the other's sketch. None when nothing
     compares (different shinglings and no character sketch, another format, no sketch)."""
-    if len(a) >= SKETCH_BYTES and len(b) >= SKETCH_BYTES and a[0] == b[0] and a[0] in _KINDS:
-        # The sketches compare (nearly every candidate): deciding calls this for each one,
-        # and splitting the verification data first would cost a third of the call.
-        return max(0.0, (equal_minima(a, b) / MINIMA - _CHANCE) / (1 - _CHANCE))
+    # Nearly every candidate's sketch compares with the item's at once: deciding calls this
+    # for each one, and splitting the verification data first would cost a third of the call.
+    if _comparable(a, b):
+        return _estimated(a, b)
     sketch_a, _, chars_a = _parts(a)
     sketch_b, _, chars_b = _parts(b)
-    for x, y in ((sketch_a, sketch_b), (chars_a, sketch_b), (sketch_a, chars_b)):
-        if _comparable(x, y):
-            return max(0.0, (equal_minima(x, y) / MINIMA - _CHANCE) / (1 - _CHANCE))
+    for x, y in ((chars_a, sketch_b), (sketch_a, chars_b)):
+        if x is not None and y is not None and _comparable(x, y):
+            return _estimated(x, y)
     return None
 
 
-def _comparable(a: bytes | None, b: bytes | None) -> bool:
-    return (
-        a is not None
-        and b is not None
-        and len(a) == len(b) == SKETCH_BYTES
-        and a[0] == b[0]
-        and a[0] in _KINDS
-    )
+def _comparable(a: bytes, b: bytes) -> bool:
+    """Whether the sketches that start these two byte strings are of one shingling."""
+    return len(a) >= SKETCH_BYTES and len(b) >= SKETCH_BYTES and a[0] == b[0] and a[0] in _KINDS
+
+
+def _estimated(a: bytes, b: bytes) -> float:
+    return max(0.0, (equal_minima(a, b) / MINIMA - _CHANCE) / (1 - _CHANCE))
 
 
 # Every nibble 0x7, and every bit, over the minima.
