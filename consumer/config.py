@@ -105,7 +105,7 @@ LETTERS_KEY_CHARS = 256
 
 @dataclass(frozen=True, slots=True)
 class MatchConfig:
-    # README "Accuracy": why a candidate is verified and short texts match only exactly.
+    # README "Accuracy": why a candidate is verified and short texts match by letters.
     min_jaccard: float = 0.55
     short_text_chars: int = 80
     unverifiable_distance: int = 3

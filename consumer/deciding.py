@@ -48,7 +48,8 @@ class MatchRules:
     min_jaccard: float
     """Estimated shingle Jaccard a candidate needs; 0 accepts every candidate (plain SimHash)."""
     short_text_chars: int
-    """Articles whose normalized text is shorter than this are only exact duplicates."""
+    """Articles whose normalized text is shorter than this match only an article of the same
+    letters and digits."""
     unverifiable_distance: int
     """Without comparable sketches (different shinglings, a record without a sketch), a
     candidate is accepted up to this distance: plain SimHash's classic k."""

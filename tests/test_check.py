@@ -1,5 +1,5 @@
 """`newsdedup check` end to end on real articles: one decision per line, edited copies found,
-candidates verified, short texts matched only exactly."""
+candidates verified, short texts matched only by their letters."""
 
 from __future__ import annotations
 
