@@ -458,11 +458,14 @@ class IndexStore:
 
     # -- writing --------------------------------------------------------------------------
 
-    def begin(self) -> Batch:
+    def begin(self, *, watermark_follows_puts: bool = True) -> Batch:
+        """Open the one write batch. By default each put moves the watermark to its event time
+        when later; a caller that orders its input by event time itself passes False and moves
+        the watermark with `Batch.advance_watermark`, so that no single record can."""
         self._check_writable()
         if self._batch is not None:
             raise IndexStateError("a batch is already open: commit or abort it first")
-        self._batch = Batch(self)
+        self._batch = Batch(self, watermark_follows_puts)
         return self._batch
 
     def bulk_put(
@@ -855,8 +858,9 @@ class Batch:
     Nothing reaches RocksDB before `commit`, which writes them all in one WriteBatch.
     """
 
-    def __init__(self, store: IndexStore) -> None:
+    def __init__(self, store: IndexStore, watermark_follows_puts: bool = True) -> None:
         self._store = store
+        self._watermark_follows_puts = watermark_follows_puts
         self._k = store._meta.max_distance
         self._open = True
         self._watermark = store._watermark
@@ -1029,9 +1033,16 @@ class Batch:
             if record.simhash not in self._neighbours:
                 self._unprobed.append(n)
             self._rows.append((seq, record.article_id, store._segment_of(event_time_ms)))
-            if self._watermark is None or event_time_ms > self._watermark:
-                self._watermark = event_time_ms
+            if self._watermark_follows_puts:
+                self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = (record, seq, gen)
+
+    def advance_watermark(self, time_ms: int) -> None:
+        """Move the watermark to `time_ms` when that is later (never past the clamp limit)."""
+        self._check()
+        time_ms = min(time_ms, self._time_limit)
+        if self._watermark is None or time_ms > self._watermark:
+            self._watermark = time_ms
 
     def set_position(self, key: str, next_offset: int) -> None:
         self._check()
