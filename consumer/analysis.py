@@ -30,11 +30,14 @@ class Analyzed:
     content_hash: bytes
     sketch: bytes = b""
     text_chars: int = 0
+    dated: bool = True
+    """False when the article had no published_at: its event time is then set by its place in
+    the stream (consumer/eventtime.py), not by this stand-in."""
 
 
-def _analyzed(article_id: str, event_time_ms: int, fp: Fingerprint) -> Analyzed:
+def _analyzed(article_id: str, event_time_ms: int, fp: Fingerprint, dated: bool) -> Analyzed:
     return Analyzed(
-        article_id, event_time_ms, fp.simhash, fp.content_hash, fp.sketch, fp.text_chars
+        article_id, event_time_ms, fp.simhash, fp.content_hash, fp.sketch, fp.text_chars, dated
     )
 
 
@@ -75,7 +78,7 @@ class _Worker:
         except Exception as e:  # a bug must not stop the feed; the DLQ keeps the message
             log.exception("analysis failed")
             return Invalid(InvalidReason.INTERNAL_ERROR, f"{type(e).__name__}: {e}"[:300])
-        return _analyzed(parsed.id, parsed.event_time_ms, fp)
+        return _analyzed(parsed.id, parsed.event_time_ms, fp, parsed.dated)
 
     def analyze_many(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
         """Parse every message, then fingerprint the valid articles in one batch (about 1.5×
@@ -100,7 +103,7 @@ class _Worker:
             if isinstance(fp, NewsdedupError):
                 results.append(Invalid(InvalidReason.EMPTY_TEXT, str(fp)[:300]))
             else:
-                results.append(_analyzed(article.id, article.event_time_ms, fp))
+                results.append(_analyzed(article.id, article.event_time_ms, fp, article.dated))
         return results
 
 

@@ -16,9 +16,11 @@ decisions already published: later duplicates of those articles would be missed.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from confluent_kafka import (
     Consumer,
@@ -30,7 +32,8 @@ from confluent_kafka import (
 )
 
 from consumer.config import KafkaConfig
-from consumer.decisions import Decision
+from consumer.decisions import Decision, Source
+from consumer.errors import NewsdedupError
 from consumer.pipeline import DecidedBatch, Rejection
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,20 @@ _COMMIT_WAIT_S = 60.0
 # next run, which re-emits its decisions from the index. A call that cannot be sliced (sending
 # the offsets) is bounded by [service] stop_timeout instead.
 _WAIT_SLICE_S = 1.0
+
+
+# librdkafka's default message.max.bytes: a record whose key, value and headers pass it is
+# refused by produce() before it is sent.
+_PRODUCER_MAX_BYTES = 1_000_000
+# Room left in a dead letter for the framing both librdkafka and the broker count against the
+# limit (record and batch headers, varints): a few dozen bytes, with a wide margin.
+_FRAMING_BYTES = 1_024
+# The broker refused one record for its size: no retry of the same record can succeed.
+_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+
+
+class ProducerFenced(NewsdedupError):
+    """Another live producer uses our transactional.id: this process must stop."""
 
 
 class OutputFailed(Exception):
@@ -87,10 +104,24 @@ class Checkpoint:
         self._delivery_errors: list[tuple[KafkaError, str]] = []
         # Set by the service: true once it has been asked to stop.
         self.stopping: Callable[[], bool] = lambda: False
+        # The largest dead letter both the producer and the DLQ topic take (limit_dead_letters).
+        self.dead_letter_max_bytes = (
+            int(config.client.get("message.max.bytes", _PRODUCER_MAX_BYTES)) - _FRAMING_BYTES
+        )
+        # Dead letters the broker refused for their size: sent again with no value (below).
+        self._refused_dead_letters: set[Source] = set()
+        self._fenced_in_a_row = False
         try:
             self._ensure_producer()  # fences a zombie with our transactional.id right away
         except OutputFailed as e:
             log.warning("%s; retrying with the first batch", e)
+
+    def limit_dead_letters(self, topic_max_bytes: int | None) -> None:
+        """Cut dead letters to the DLQ topic's own `max.message.bytes` too, when it is known."""
+        if topic_max_bytes is not None:
+            self.dead_letter_max_bytes = min(
+                self.dead_letter_max_bytes, topic_max_bytes - _FRAMING_BYTES
+            )
 
     @property
     def producer(self) -> Producer:
@@ -120,11 +151,25 @@ class Checkpoint:
         except KafkaException as e:
             error: KafkaError = e.args[0]
             if error.code() in _FENCED:
-                raise
+                self._replace_fenced(error)
             if error.fatal():
                 log.warning("the producer failed for good (%s); starting a new one", error.str())
                 self._discard_producer()
             raise OutputFailed(error.str()) from None
+        self._fenced_in_a_row = False
+
+    def _replace_fenced(self, error: KafkaError) -> None:
+        """Fenced once (e.g. the broker aborted a transaction that ran past its timeout): a new
+        producer with our transactional.id takes over, and the batch is retried. Fenced again
+        right after: another live instance uses our transactional.id, and we give way."""
+        if self._fenced_in_a_row:
+            raise ProducerFenced(
+                f"another producer took over this instance's transactional.id ({error.str()}); "
+                "give each instance its own [kafka] transactional_id"
+            )
+        self._fenced_in_a_row = True
+        log.warning("the producer was fenced (%s); starting a new one", error.str())
+        self._discard_producer()
 
     def close(self) -> None:
         if self._producer is not None:
@@ -237,12 +282,31 @@ class Checkpoint:
             if isinstance(outcome, Decision):
                 self._send(self.config.output_topic, outcome.id.encode("utf-8"), outcome.to_bytes())
             else:
-                self._send(
-                    self.config.dlq_topic,
-                    outcome.message.key,
-                    outcome.message.value,
-                    dlq_headers(outcome),
-                )
+                self._send_dead_letter(outcome)
+        for correction in decided.corrections:
+            self._send(self.config.output_topic, correction.id.encode(), correction.to_bytes())
+
+    def _send_dead_letter(self, rejection: Rejection) -> None:
+        """A rejected message to the DLQ, cut to what the producer and the topic take: a message
+        of any size the broker delivered must leave, or it would stop its partition for good.
+        One that the broker still refuses goes again with its headers alone."""
+        source = rejection.message.source
+        max_bytes = 0 if source in self._refused_dead_letters else self.dead_letter_max_bytes
+        on_delivery = partial(self._on_dead_letter_delivery, source)
+        try:
+            self._send(self.config.dlq_topic, *dead_letter(rejection, max_bytes), on_delivery)
+        except OutputFailed as e:
+            if e.code not in _TOO_LARGE or max_bytes == 0:
+                raise
+            self._refused_dead_letters.add(source)
+            self._send(self.config.dlq_topic, *dead_letter(rejection, 0), on_delivery)
+
+    def _on_dead_letter_delivery(
+        self, source: Source, error: KafkaError | None, message: Message
+    ) -> None:
+        if error is not None and error.code() in _TOO_LARGE:
+            self._refused_dead_letters.add(source)
+        self._on_delivery(error, message)
 
     def _send(
         self,
@@ -250,9 +314,9 @@ class Checkpoint:
         key: bytes | None,
         value: bytes | None,
         headers: list[tuple[str, bytes]] | None = None,
+        on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
         *,
         partition: int | None = None,
-        on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None:
         """Queue one record: every output of every role goes through here."""
         where = {} if partition is None else {"partition": partition}
@@ -308,12 +372,46 @@ class Checkpoint:
 
 
 def dlq_headers(rejection: Rejection) -> list[tuple[str, bytes]]:
+    """Why and where from: the headers every dead letter carries."""
     source = rejection.message.source
     return [
-        *rejection.message.headers,
         ("x-error-reason", str(rejection.invalid.reason).encode()),
-        ("x-error-detail", rejection.invalid.detail.encode("utf-8", errors="replace")),
+        ("x-error-detail", rejection.invalid.detail.encode("utf-8", errors="replace")[:1000]),
         ("x-source-topic", source.topic.encode()),
         ("x-source-partition", str(source.partition).encode()),
         ("x-source-offset", str(source.offset).encode()),
     ]
+
+
+def dead_letter(
+    rejection: Rejection, max_bytes: int
+) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
+    """Key, value and headers of the dead letter of `rejection`, at most `max_bytes` together.
+
+    The message's own headers come first and its value whole when they fit. Otherwise the value
+    is cut to what fits and `x-error-value-truncated`, `-bytes` and `-sha256` say what the whole
+    was; headers that do not fit even without a value are dropped (`x-error-headers-dropped`).
+    """
+    message = rejection.message
+    key, value = message.key, message.value
+    ours = dlq_headers(rejection)
+    original = list(message.headers)
+
+    def size(value_bytes: int, headers: list[tuple[str, bytes]]) -> int:
+        return len(key or b"") + value_bytes + sum(len(k) + len(v or b"") for k, v in headers)
+
+    if value is None or size(len(value), [*original, *ours]) <= max_bytes:
+        return key, value, [*original, *ours]
+    ours += [
+        ("x-error-value-truncated", b"true"),
+        ("x-error-value-bytes", str(len(value)).encode()),
+        ("x-error-value-sha256", hashlib.sha256(value).hexdigest().encode()),
+    ]
+    if size(0, [*original, *ours]) > max_bytes:
+        ours.append(("x-error-headers-dropped", str(len(original)).encode()))
+        original = []
+    if size(0, ours) > max_bytes and key:
+        ours.append(("x-error-key-bytes", str(len(key)).encode()))
+        key = None
+    room = max(max_bytes - size(0, [*original, *ours]), 0)
+    return key, value[:room], [*original, *ours]

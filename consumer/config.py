@@ -122,6 +122,9 @@ class ServiceConfig:
     workers: int = 0  # fingerprinting processes; 0 = one per core
     stuck_after: str = "60s"  # /healthz fails when the loop has not turned for this long
     stop_timeout: str = "8s"  # past this after SIGTERM, exit without finishing the batch
+    # An assigned partition with nothing fetched, not known to be at its end, is waited for
+    # this long before the others' articles are decided without it (consumer/eventtime.py).
+    partition_idle: str = "2s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +333,7 @@ def _validate(config: Config) -> None:
         ("[kafka] batch_max_wait", k.batch_max_wait),
         ("[service] stuck_after", config.service.stuck_after),
         ("[service] stop_timeout", config.service.stop_timeout),
+        ("[service] partition_idle", config.service.partition_idle),
     ):
         try:
             parse_duration_ms(text)

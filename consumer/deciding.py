@@ -22,6 +22,7 @@ punctuation, spacing or leftover markup has another content hash but the same le
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -104,10 +105,12 @@ def decide(
     source: Source,
     now_ms: int,
     rules: MatchRules = DEFAULT_RULES,
-) -> Decision:
+) -> tuple[Decision, list[Decision]]:
+    """The article's decision, and the corrections it makes to articles published after it
+    that were decided before it arrived (see `_corrections`)."""
     prior = batch.lookup(item.id)
     if prior is not None and prior.content_hash == item.content_hash:
-        return _from_record(prior, source)
+        return _from_record(prior, source), []
     result = batch.search(
         item.simhash,
         item.content_hash,
@@ -115,44 +118,74 @@ def decide(
         exclude_id=item.id,
         limit=MAX_CANDIDATES,
     )
-    best = next((m for m in result.matches if _accepts(rules, item, m)), None)
+    # An article is only ever a copy of one published no later than itself; originals
+    # decided before it that it turns out to precede are collected for correction.
+    best = None
+    later_originals = []
+    for match in result.matches:
+        if match.event_time_ms > item.event_time_ms:
+            if match.cluster_id == match.article_id and _accepts(rules, item, match):
+                later_originals.append(match)
+        elif _accepts(rules, item, match):
+            best = match
+            break
     if best is not None:
         kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
         cluster_id, matched_id, distance = best.cluster_id, best.article_id, best.distance
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
-    batch.put(
-        ArticleRecord(
-            article_id=item.id,
-            simhash=item.simhash,
-            content_hash=item.content_hash,
-            event_time_ms=result.event_time_ms,
-            cluster_id=cluster_id,
-            decision=kind.value,
-            matched_id=matched_id,
-            distance=distance,
-            late=result.late,
-            payload=_PAYLOAD.pack(now_ms),
-            sketch=item.sketch,
-        )
-    )
-    return Decision(
-        id=item.id,
-        decision=kind,
-        cluster_id=cluster_id,
-        matched_id=matched_id,
-        distance=distance,
+    record = ArticleRecord(
+        article_id=item.id,
         simhash=item.simhash,
         content_hash=item.content_hash,
         event_time_ms=result.event_time_ms,
+        cluster_id=cluster_id,
+        decision=kind.value,
+        matched_id=matched_id,
+        distance=distance,
         late=result.late,
-        source=source,
-        processed_at_ms=now_ms,
+        payload=_PAYLOAD.pack(now_ms),
+        sketch=item.sketch,
     )
+    batch.put(record)
+    corrections = _corrections(batch, record, later_originals, source, now_ms)
+    return _decision(record, source, now_ms), corrections
 
 
-def _from_record(record: ArticleRecord, source: Source) -> Decision:
-    (processed_at_ms,) = _PAYLOAD.unpack(record.payload)
+def _corrections(
+    batch: Batch,
+    earlier: ArticleRecord,
+    later_originals: list[Match],
+    source: Source,
+    now_ms: int,
+) -> list[Decision]:
+    """An article arrived after a copy of it that was published later (beyond what the
+    event-time order could wait for) and was decided as an original. That copy is decided
+    again, as a copy of the earlier article in its cluster, and published once more under its
+    own key: a reader that keeps the latest decision per id ends with the event-time answer.
+    Copies already decided against it keep their decisions (they still name it as matched)."""
+    corrected = []
+    for match in later_originals:
+        stored = batch.lookup(match.article_id)
+        if stored is None or stored.cluster_id != stored.article_id:
+            continue
+        exact = stored.content_hash == earlier.content_hash
+        record = dataclasses.replace(
+            stored,
+            cluster_id=earlier.cluster_id,
+            decision=(DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE).value,
+            matched_id=earlier.article_id,
+            distance=match.distance,
+            payload=_PAYLOAD.pack(now_ms),
+        )
+        batch.put(record)
+        corrected.append(_decision(record, source, now_ms, correction=True))
+    return corrected
+
+
+def _decision(
+    record: ArticleRecord, source: Source, processed_at_ms: int, correction: bool = False
+) -> Decision:
     return Decision(
         id=record.article_id,
         decision=DecisionKind(record.decision),
@@ -165,4 +198,11 @@ def _from_record(record: ArticleRecord, source: Source) -> Decision:
         late=record.late,
         source=source,
         processed_at_ms=processed_at_ms,
+        correction=correction,
     )
+
+
+def _from_record(record: ArticleRecord, source: Source) -> Decision:
+    """The stored decision again, as first made (only `source` names the message answered)."""
+    (processed_at_ms,) = _PAYLOAD.unpack(record.payload)
+    return _decision(record, source, processed_at_ms)

@@ -48,9 +48,11 @@ class Decision:
     late: bool
     source: Source
     processed_at_ms: int
+    correction: bool = False
+    """A decision made again for an article decided before (consumer/deciding.py)."""
 
     def to_dict(self) -> dict:
-        return {
+        record = {
             "id": self.id,
             "decision": self.decision.value,
             "cluster_id": self.cluster_id,
@@ -68,6 +70,9 @@ class Decision:
             "processed_at": format_time_ms(self.processed_at_ms),
             "schema": SCHEMA_VERSION,
         }
+        if self.correction:
+            record["correction"] = True
+        return record
 
     def to_json(self) -> str:
         return _ENCODER.encode(self.to_dict())

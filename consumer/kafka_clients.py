@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from consumer.config import KafkaConfig
 from consumer.errors import ConfigError, NewsdedupError
@@ -169,6 +169,20 @@ def topic_partitions(
     if info.error is not None:
         raise KafkaException(info.error)
     return len(info.partitions)
+
+
+def topic_max_message_bytes(admin: AdminClient, topic: str) -> int | None:
+    """The broker's `max.message.bytes` for `topic` (its own or the broker's default), or None
+    when it cannot be read (e.g. no DescribeConfigs permission)."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource], request_timeout=15.0)[resource].result()
+    except KafkaException:
+        return None
+    entry = configs.get("max.message.bytes")
+    if entry is None or entry.value is None:
+        return None
+    return int(entry.value)
 
 
 def ensure_output_topics(admin: AdminClient, config: KafkaConfig, input_partitions: int) -> None:

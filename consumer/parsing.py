@@ -44,6 +44,7 @@ class Article:
     url: str | None = None
     source: str | None = None
     lang: str | None = None
+    dated: bool = True  # False: no published_at, event_time_ms is the fallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,7 @@ def _article_from_object(
         url=strings[fields.url_field],
         source=strings[fields.source_field],
         lang=strings[fields.lang_field],
+        dated=published is not None and published != "",
     )
 
 

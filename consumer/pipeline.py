@@ -6,6 +6,7 @@ becomes durable relative to the outputs is the caller's commit protocol (see che
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +40,12 @@ Outcome = Decision | Rejection
 
 @dataclass(slots=True)
 class DecidedBatch:
-    outcomes: list[Outcome]  # one per message, in input order
+    outcomes: list[Outcome]  # one per message, in decision order
     index_batch: Batch  # uncommitted: the caller makes it durable in its protocol's order
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    corrections: list[Decision] = field(default_factory=list)
+    """Decisions made again for earlier articles: an article published before one already
+    decided as an original arrived after it (consumer/deciding.py)."""
 
     @property
     def decisions(self) -> list[Decision]:
@@ -54,6 +58,17 @@ class DecidedBatch:
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Ordered:
+    """A message and what the workers made of it, in decision order (consumer/eventtime.py)."""
+
+    message: Message
+    result: Analyzed | Invalid
+    stream_time_ms: int | None
+    """Where the stream stands with this message: the index's watermark follows it, and an
+    undated article takes it as its event time. None: no dated article seen yet."""
 
 
 class Pipeline:
@@ -71,50 +86,68 @@ class Pipeline:
 
     def analyze(self, messages: Sequence[Message]) -> Iterator[list[Analyzed | Invalid]]:
         """Start fingerprinting `messages` (it needs no index, so it can run ahead of
-        deciding); hand the result to `decide`."""
+        deciding); the results come chunk by chunk, in input order."""
         return self.analyzer.analyze_chunks([(m.value, m.timestamp_ms) for m in messages])
 
-    def decide(
-        self,
-        messages: Sequence[Message],
-        analyzed: Iterator[list[Analyzed | Invalid]] | None = None,
-    ) -> DecidedBatch:
-        """Decide in input order, chunk by chunk as the workers finish them: the index work of
-        the first chunks overlaps the fingerprinting of the last. `analyzed` is what
-        `analyze(messages)` returned, when the caller started it earlier."""
-        waited = 0.0
+    def decide(self, messages: Sequence[Message]) -> DecidedBatch:
+        """Fingerprint `messages` and decide them as they come (`in_input_order`)."""
         t0 = time.perf_counter()
-        chunks = self.analyze(messages) if analyzed is None else analyzed
-        batch = self.store.begin()
+        results = [r for chunk in self.analyze(messages) for r in chunk]
+        fingerprint_seconds = time.perf_counter() - t0
+        decided = self.decide_ordered(in_input_order(messages, results))
+        decided.stage_seconds["fingerprint"] = fingerprint_seconds
+        return decided
+
+    def decide_ordered(self, entries: Sequence[Ordered]) -> DecidedBatch:
+        """Decide `entries` in their order into one index batch, left uncommitted."""
+        t0 = time.perf_counter()
+        batch = self.store.begin(watermark_follows_puts=False)
         try:
             now_ms = self.clock_ms()
             outcomes: list[Outcome] = []
+            corrections: list[Decision] = []
             next_offsets: dict[str, int] = {}
-            while True:
-                t = time.perf_counter()
-                analyzed = next(chunks, None)
-                waited += time.perf_counter() - t
-                if analyzed is None:
-                    break
-                # Both reads vectorized over the chunk: candidates for every fingerprint, and
-                # the records of every id (re-deliveries and updates).
-                valid = [a for a in analyzed if isinstance(a, Analyzed)]
-                batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in valid])
-                batch.prefetch_records([a.id for a in valid])
-                for message, result in zip(
-                    messages[len(outcomes) : len(outcomes) + len(analyzed)], analyzed, strict=True
-                ):
-                    if isinstance(result, Analyzed):
-                        outcomes.append(decide(batch, result, message.source, now_ms, self.rules))
-                    else:
-                        outcomes.append(Rejection(message, result))
-                    next_offsets[message.source.position_key] = message.source.offset + 1
-            if len(outcomes) != len(messages):
-                raise RuntimeError(f"{len(outcomes)} results for {len(messages)} messages")
+            # Both reads vectorized over the batch: candidates for every fingerprint, and the
+            # records of every id (re-deliveries and updates).
+            items = [_dated(e) for e in entries]
+            valid = [a for a in items if isinstance(a, Analyzed)]
+            batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in valid])
+            batch.prefetch_records([a.id for a in valid])
+            for entry, item in zip(entries, items, strict=True):
+                message = entry.message
+                if entry.stream_time_ms is not None:
+                    batch.advance_watermark(entry.stream_time_ms)
+                if isinstance(item, Analyzed):
+                    decision, corrected = decide(batch, item, message.source, now_ms, self.rules)
+                    outcomes.append(decision)
+                    corrections += corrected
+                else:
+                    outcomes.append(Rejection(message, item))
+                next_offsets[message.source.position_key] = message.source.offset + 1
             for key, offset in next_offsets.items():
                 batch.set_position(key, offset)
         except BaseException:
             batch.abort()
             raise
-        total = time.perf_counter() - t0
-        return DecidedBatch(outcomes, batch, {"fingerprint": waited, "index": total - waited})
+        return DecidedBatch(
+            outcomes, batch, {"index": time.perf_counter() - t0}, corrections=corrections
+        )
+
+
+def _dated(entry: Ordered) -> Analyzed | Invalid:
+    """The entry's result, an undated article given the stream's time as its event time."""
+    result = entry.result
+    if isinstance(result, Analyzed) and not result.dated and entry.stream_time_ms is not None:
+        return dataclasses.replace(result, event_time_ms=entry.stream_time_ms)
+    return result
+
+
+def in_input_order(
+    messages: Sequence[Message], results: Sequence[Analyzed | Invalid]
+) -> list[Ordered]:
+    """`messages` decided as they come, each dated article standing at its own time (tools and
+    tests that feed the index directly, in an order they chose)."""
+    return [
+        Ordered(m, r, r.event_time_ms if isinstance(r, Analyzed) and r.dated else None)
+        for m, r in zip(messages, results, strict=True)
+    ]

@@ -9,6 +9,7 @@ committed offsets as if its directory had never been lost. What the feed no long
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,12 +24,14 @@ from confluent_kafka import (
 )
 from confluent_kafka import Message as KafkaMessage
 
-from consumer.analysis import Analyzer
-from consumer.config import Config
+from consumer.analysis import Analyzed, Analyzer
+from consumer.config import Config, parse_duration_ms
 from consumer.deciding import match_rules
 from consumer.decisions import Source
+from consumer.eventtime import EventTimeOrder, time_of
 from consumer.kafka_clients import consumer_config
-from consumer.pipeline import Message, Pipeline, wall_clock_ms
+from consumer.parsing import Invalid
+from consumer.pipeline import Message, Ordered, Pipeline, wall_clock_ms
 from indexstore import IndexStore
 
 _WAIT_S = 1.0
@@ -58,10 +61,15 @@ Progress = Callable[[int], None]
 
 
 def replay_feed(
-    config: Config, store: IndexStore, partitions: int, progress: Progress | None = None
+    config: Config,
+    store: IndexStore,
+    partitions: int,
+    progress: Progress | None = None,
+    analyzer: Analyzer | None = None,
 ) -> ReplayResult:
-    """Decide the retained feed up to the group's committed offsets into `store`; the
-    decisions are not published (they were, when the service first made them)."""
+    """Decide the retained feed from where `store` stands (its input positions) up to the
+    group's committed offsets into `store`; the decisions are not published (they were, when
+    the service first made them). With nothing to replay this costs one look-up."""
     t0 = time.perf_counter()
     topic = config.kafka.input_topic
     # The service's group.id, to read its committed offsets; assign() never joins the group
@@ -71,15 +79,29 @@ def replay_feed(
     consumer = Consumer({**settings, "enable.partition.eof": True})
     done = 0
     try:
-        plan = _plan(consumer, topic, partitions)
+        plan = _plan(consumer, topic, partitions, store.positions())
         todo = {p.partition: p.end for p in plan if p.end > p.start}
+        if not todo:
+            return ReplayResult(tuple(plan), 0, time.perf_counter() - t0)
         consumer.assign(
             [TopicPartition(topic, p.partition, p.start) for p in plan if p.end > p.start]
         )
-        with Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer:
+        with contextlib.ExitStack() as stack:
+            if analyzer is None:
+                analyzer = stack.enter_context(
+                    Analyzer(config.input, config.fingerprint, config.service.workers)
+                )
             pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
-            while todo:
-                records = consumer.consume(config.kafka.batch_max_messages, _WAIT_S)
+            # In the service's order: the same event-time order over the same partitions.
+            order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+                parse_duration_ms(config.service.partition_idle)
+            )
+            order.assign([p.partition for p in plan], start_ms=store.watermark_ms())
+            for p in plan:
+                if p.end <= p.start:
+                    order.caught_up(p.partition)
+            while todo or len(order):
+                records = consumer.consume(config.kafka.batch_max_messages, _WAIT_S) if todo else []
                 messages = []
                 for record in records:
                     error = record.error()
@@ -92,23 +114,32 @@ def replay_feed(
                     if end is None or record.offset() >= end:
                         continue
                     messages.append(_message(record))
-                if messages:
-                    pipeline.decide(messages).index_batch.commit()
-                    done += len(messages)
-                    if progress is not None:
-                        progress(done)
+                results = analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
+                for message, result in zip(messages, results, strict=True):
+                    order.add(message.source.partition, (message, result), time_of(result))
                 # Transaction markers take offsets too: a partition is done once the
                 # consumer's position has passed its committed offset, whatever lies below.
                 for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
                     if tp.offset >= todo[tp.partition]:
                         del todo[tp.partition]
+                for p in plan:
+                    if p.partition not in todo:
+                        order.caught_up(p.partition)
+                entries = [Ordered(*r.item, r.time_ms) for r in order.release()]
+                if entries:
+                    pipeline.decide_ordered(entries).index_batch.commit()
+                    done += len(entries)
+                    if progress is not None:
+                        progress(done)
         store.expire()
     finally:
         consumer.close()
     return ReplayResult(tuple(plan), done, time.perf_counter() - t0)
 
 
-def _plan(consumer: Consumer, topic: str, partitions: int) -> list[PartitionReplay]:
+def _plan(
+    consumer: Consumer, topic: str, partitions: int, positions: dict[str, int]
+) -> list[PartitionReplay]:
     committed = consumer.committed(
         [TopicPartition(topic, p) for p in range(partitions)], timeout=30.0
     )
@@ -119,8 +150,12 @@ def _plan(consumer: Consumer, topic: str, partitions: int) -> list[PartitionRepl
         )
         # No committed offset: the service has decided nothing there yet.
         end = 0 if tp.offset == OFFSET_INVALID or tp.offset < 0 else tp.offset
-        start = min(low, end)
-        plan.append(PartitionReplay(tp.partition, start, end, lost=start))
+        # What the index already holds needs no replay; what the feed no longer holds
+        # cannot have one.
+        indexed = min(positions.get(f"{topic}/{tp.partition}", 0), end)
+        retained = min(low, end)
+        start = max(retained, indexed)
+        plan.append(PartitionReplay(tp.partition, start, end, lost=max(0, retained - indexed)))
     return plan
 
 

@@ -6,13 +6,15 @@ a rebalance or a shutdown never finds work in flight.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
@@ -24,12 +26,13 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from consumer.analysis import Analyzer
+from consumer.analysis import Analyzed, Analyzer
 from consumer.checkpoint import Checkpoint, OutputFailed
 from consumer.config import Config, parse_duration_ms
 from consumer.deciding import match_rules
 from consumer.decisions import Decision, DecisionKind, Source
 from consumer.errors import NewsdedupError
+from consumer.eventtime import EventTimeOrder, time_of
 from consumer.health import HealthServer, HealthState
 from consumer.kafka_clients import (
     REFUSAL_CODES,
@@ -37,12 +40,14 @@ from consumer.kafka_clients import (
     consumer_config,
     ensure_output_topics,
     producer_config,
+    topic_max_message_bytes,
     topic_partitions,
 )
 from consumer.logs import log_event
 from consumer.memory import release_free_memory
 from consumer.metrics import Metrics
-from consumer.pipeline import DecidedBatch, Message, Pipeline, wall_clock_ms
+from consumer.parsing import Invalid
+from consumer.pipeline import DecidedBatch, Message, Ordered, Pipeline, wall_clock_ms
 from consumer.state import open_index
 from indexstore import IndexStore
 
@@ -55,6 +60,8 @@ _RELEASE_MEMORY_S = 30.0
 _THROUGHPUT_LOG_S = 30.0
 _MAX_BACKOFF_S = 30.0
 _ERROR_LOG_EVERY_S = 10.0
+# A partition's queue is fetched no further past this many batches (Service._flow_control).
+_QUEUED_BATCHES = 4
 # A stop that could not finish in [service] stop_timeout (the broker is gone mid-batch).
 EXIT_STOP_TIMEOUT = 3
 
@@ -74,12 +81,21 @@ class Service:
         self._fatal: str | None = None
         self._last_error_log: dict[int, float] = {}
         self._input_partitions = 0
+        self._dlq_max_bytes: int | None = None
         self._decided_since_log = 0
         self._last_throughput_log = time.monotonic()
         self._last_stats = 0.0
         self._last_memory_release = time.monotonic()
         self.http: HealthServer | None = None
         self._admin: AdminClient | None = None
+        # Polled messages wait here to be decided in event-time order (consumer/eventtime.py).
+        self._order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+            parse_duration_ms(config.service.partition_idle)
+        )
+        self._max_queued = _QUEUED_BATCHES * config.kafka.batch_max_messages
+        self._paused: set[int] = set()
+        self._fingerprint_seconds = 0.0
+        self._index: IndexStore | None = None
 
     def request_stop(self) -> None:
         """Finish the batch in hand, commit, close. Should the broker keep that from ending
@@ -126,6 +142,7 @@ class Service:
                 open_index(self.config.index) as store,
             ):
                 self.health.index_open = True
+                self._index = store
                 self._refresh_index_stats(store)
                 try:
                     self._serve(store, analyzer)
@@ -165,8 +182,15 @@ class Service:
             return
         self._input_partitions = partitions
         self._ensure_topics(admin)
+        self._catch_up_index(store, analyzer)
         consumer = Consumer(
-            {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
+            {
+                **consumer_config(kafka),
+                # A partition known to be at its end is not waited for (consumer/eventtime.py).
+                "enable.partition.eof": True,
+                "error_cb": self._on_error,
+                "stats_cb": self._on_stats,
+            }
         )
         checkpoint = None
         try:
@@ -176,6 +200,7 @@ class Service:
                 kafka,
             )
             checkpoint.stopping = self._stop.is_set
+            checkpoint.limit_dead_letters(self._dlq_max_bytes)
             consumer.subscribe(
                 [kafka.input_topic],
                 on_assign=self._on_assign,
@@ -193,6 +218,36 @@ class Service:
             consumer.close()
             if checkpoint is not None:
                 checkpoint.close()
+
+    def _catch_up_index(self, store: IndexStore, analyzer: Analyzer) -> None:
+        """An index behind the group's committed offsets (its directory lost, or restored
+        from an older copy) would decide the rest of the feed against what it lacks, and
+        copies of those articles would pass as originals. So it is first rebuilt from the
+        retained feed, up to those offsets; /readyz answers 503 meanwhile."""
+        from consumer.replay import replay_feed
+
+        self.health.waiting_for = "the index to be rebuilt from the feed"
+        log_event(log, logging.INFO, "checking the index against the group's committed offsets")
+        result = replay_feed(self.config, store, self._input_partitions, analyzer=analyzer)
+        if result.messages or result.lost:
+            log_event(
+                log,
+                logging.WARNING,
+                "the index was behind the group's committed offsets (lost, or an older copy); "
+                "rebuilt it from the retained feed",
+                messages=result.messages,
+                seconds=round(result.seconds, 1),
+                partitions=[p.partition for p in result.partitions if p.end > p.start],
+            )
+        if result.lost:
+            log_event(
+                log,
+                logging.WARNING,
+                "part of the feed behind the index is no longer retained by the broker: later "
+                "copies of those articles will not be flagged",
+                messages_lost=result.lost,
+            )
+        self.health.waiting_for = "a partition assignment"
 
     def _wait_for_input_topic(self, admin: AdminClient) -> int | None:
         """Partition count of the input topic, waiting with backoff while the broker is down or
@@ -233,42 +288,86 @@ class Service:
         return None
 
     def _ensure_topics(self, admin: AdminClient) -> None:
-        """Create the topics this service writes to when they are missing."""
+        """Create the topics this service writes to when they are missing, and learn how large
+        a dead letter the DLQ topic takes."""
         ensure_output_topics(admin, self.config.kafka, self._input_partitions)
+        self._dlq_max_bytes = topic_max_message_bytes(admin, self.config.kafka.dlq_topic)
 
     # -- the loop ----------------------------------------------------------------------------
 
     def _loop(
         self, consumer: Consumer, pipeline: Pipeline, checkpoint: Checkpoint, store: IndexStore
     ) -> None:
+        """Poll, fingerprint, queue by partition; decide what the event-time order releases,
+        make it durable; repeat."""
         max_messages = self.config.kafka.batch_max_messages
         wait_s = parse_duration_ms(self.config.kafka.batch_max_wait) / 1000
+        order = self._order
         backoff = 0.0
         while not self._stop.is_set():
             self.health.turn()
             self._raise_if_fatal()
             records = consumer.consume(max_messages, wait_s)
             polled_at = time.perf_counter()
-            messages = self._valid_records(records)
+            messages, at_end = self._valid_records(records)
             if messages:
                 self.health.broker_reachable = True
-                if self._process(messages, consumer, pipeline, checkpoint, polled_at):
+                t0 = time.perf_counter()
+                results = pipeline.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
+                self._fingerprint_seconds += time.perf_counter() - t0
+                for message, result in zip(messages, results, strict=True):
+                    if isinstance(result, Analyzed):
+                        # Only a rejection's value is needed again (for the DLQ).
+                        message = dataclasses.replace(message, value=None)
+                    order.add(message.source.partition, (message, result), time_of(result))
+            for partition in at_end:
+                order.caught_up(partition)
+            self._flow_control(consumer)
+            while not self._stop.is_set():
+                released = list(order.release(max_messages))
+                if not released:
+                    break
+                entries = [Ordered(*r.item, r.time_ms) for r in released]
+                messages = [e.message for e in entries]
+                decide = partial(self._decide_ordered, pipeline, entries)
+                if self._process(messages, decide, consumer, checkpoint, polled_at):
                     backoff = 0.0
                 else:
                     backoff = min(max(backoff * 2, 0.5), _MAX_BACKOFF_S)
                     self._stop.wait(backoff)
+                    break
             self._housekeeping(store)
 
-    def _valid_records(self, records: Sequence) -> list[Message]:
+    def _flow_control(self, consumer: Consumer) -> None:
+        """Stop fetching a partition whose queue is long (it waits for a slower one), and
+        fetch it again once the queue has drained to half: memory stays bounded however far
+        apart the partitions are."""
+        topic = self.config.kafka.input_topic
+        for partition in self._order.partitions():
+            queued = self._order.queued(partition)
+            if partition not in self._paused and queued >= self._max_queued:
+                consumer.pause([TopicPartition(topic, partition)])
+                self._paused.add(partition)
+            elif partition in self._paused and queued <= self._max_queued // 2:
+                consumer.resume([TopicPartition(topic, partition)])
+                self._paused.discard(partition)
+
+    def _valid_records(self, records: Sequence) -> tuple[list[Message], set[int]]:
+        """The messages polled, and the partitions whose last word was that they reached
+        their end."""
         messages = []
+        at_end: set[int] = set()
         for record in records:
             error = record.error()
             if error is not None:
-                if error.fatal() or error.code() in _FATAL_CODES:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(record.partition())
+                elif error.fatal() or error.code() in _FATAL_CODES:
                     self._fatal = error.str()
-                elif error.code() != KafkaError._PARTITION_EOF:
+                else:
                     log_event(log, logging.WARNING, "consume error", error=error.str())
                 continue
+            at_end.discard(record.partition())
             ts_type, ts = record.timestamp()
             messages.append(
                 Message(
@@ -279,17 +378,25 @@ class Service:
                     headers=tuple(record.headers() or ()),
                 )
             )
-        return messages
+        return messages, at_end
+
+    def _decide_ordered(self, pipeline: Pipeline, entries: list[Ordered]) -> DecidedBatch:
+        decided = pipeline.decide_ordered(entries)
+        decided.stage_seconds["fingerprint"] = self._fingerprint_seconds
+        self._fingerprint_seconds = 0.0
+        return decided
 
     def _process(
         self,
         messages: list[Message],
+        decide: Callable[[], DecidedBatch],
         consumer: Consumer,
-        pipeline: Pipeline,
         checkpoint: Checkpoint,
         polled_at: float,
     ) -> bool:
-        decided = pipeline.decide(messages)
+        """Decide `messages` (through `decide`) and make the batch durable; False when its
+        outputs failed and it will be read again."""
+        decided = decide()
         try:
             checkpoint.complete(decided, _next_offsets(messages))
         except OutputFailed as e:
@@ -306,11 +413,25 @@ class Service:
             )
             if e.topic_missing:
                 self._recreate_missing_topics()
-            _rewind(consumer, messages)
+            self._rewind(consumer, messages)
             return False
         self.health.output_error = None
         self._record(decided, polled_at, time.perf_counter())
         return True
+
+    def _rewind(self, consumer: Consumer, failed: Sequence[Message]) -> None:
+        """Read again from the failed batch's first message in each partition, and from the
+        first queued one in the others; the queues start over."""
+        first = {p: entry[0].source for p, entry in self._order.first_queued().items()}
+        for m in failed:
+            first[m.source.partition] = min(
+                first.get(m.source.partition, m.source), m.source, key=lambda s: s.offset
+            )
+        self._order.clear()
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        for source in first.values():
+            if (source.topic, source.partition) in assigned:
+                consumer.seek(TopicPartition(source.topic, source.partition, source.offset))
 
     def _recreate_missing_topics(self) -> None:
         """A topic we write to was deleted while we ran: create it again, as at start."""
@@ -390,6 +511,8 @@ class Service:
     # -- librdkafka callbacks (called from inside consume) -----------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        start = None if self._index is None else self._index.watermark_ms()
+        self._order.assign([p.partition for p in partitions], start_ms=start)
         self.health.assigned = len(partitions)
         self.metrics.assigned_partitions.set(len(partitions))
         log_event(
@@ -416,6 +539,9 @@ class Service:
         self._release(partitions, logging.WARNING, "partitions lost (session timed out)")
 
     def _release(self, partitions: list[TopicPartition], level: int, event: str) -> None:
+        # What was queued for these partitions is read again by their next owner.
+        self._order.revoke(p.partition for p in partitions)
+        self._paused.difference_update(p.partition for p in partitions)
         self.health.assigned = 0
         self.metrics.assigned_partitions.set(0)
         # Eager assignment gives up everything; another instance now reports these partitions.
@@ -466,14 +592,3 @@ def _next_offsets(messages: Sequence[Message]) -> list[TopicPartition]:
     for m in messages:
         last[(m.source.topic, m.source.partition)] = m.source.offset
     return [TopicPartition(t, p, o + 1) for (t, p), o in last.items()]
-
-
-def _rewind(consumer: Consumer, messages: Sequence[Message]) -> None:
-    """Seek each partition back to the batch's first message so the batch is read again."""
-    first: dict[tuple[str, int], int] = {}
-    for m in messages:
-        first.setdefault((m.source.topic, m.source.partition), m.source.offset)
-    assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-    for (topic, partition), offset in first.items():
-        if (topic, partition) in assigned:
-            consumer.seek(TopicPartition(topic, partition, offset))

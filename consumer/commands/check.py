@@ -1,8 +1,10 @@
 """`newsdedup check`: the service's pipeline on a JSONL file, without Kafka.
 
 One decision line per valid input line, in input order, with the same schema as the output
-topic; `source` names the file, partition 0 and the 0-based line number. Invalid lines are
-reported (or written to --dlq) and counted, never silently dropped.
+topic; `source` names the file, partition 0 and the 0-based line number. A line published
+before one already decided as its original adds a correction line for that one (README,
+"Event time"). Invalid lines are reported (or written to --dlq) and counted, never silently
+dropped.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from consumer.analysis import Analyzer
+from consumer.analysis import Analyzed, Analyzer
 from consumer.config import load_config
 from consumer.corpus import open_bytes
 from consumer.deciding import match_rules
 from consumer.decisions import Decision, Source
-from consumer.pipeline import Message, Pipeline, Rejection, wall_clock_ms
+from consumer.eventtime import EventTimeOrder, time_of
+from consumer.parsing import Invalid
+from consumer.pipeline import Message, Ordered, Pipeline, Rejection, wall_clock_ms
 from consumer.progress import Progress
 from consumer.state import open_index
 
@@ -32,6 +36,22 @@ from consumer.state import open_index
 # batches are in memory at once; the byte bound keeps that small for long articles.
 BATCH_LINES = 4000
 BATCH_BYTES = 32 << 20
+# Lines read past the one decided: how far ahead a line's neighbours are seen when a date
+# looks out of place (consumer/eventtime.py).
+LOOKAHEAD_LINES = 256
+# The summary's counts, in this order; those in KEPT are shown even when 0.
+SUMMARY_COUNTS = (
+    "unique",
+    "duplicate",
+    "near_duplicate",
+    "invalid",
+    "late",
+    "undated",
+    "corrected",
+)
+KEPT = {"unique", "duplicate", "near_duplicate", "late", "undated"}
+# Above this share of late articles, check says what probably went wrong.
+LATE_WARNING_SHARE = 0.05
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,9 +96,26 @@ def run_check(args: argparse.Namespace) -> int:
         store = stack.enter_context(open_index(config.index, args.state or f"{scratch}/state"))
         progress = stack.enter_context(Progress("check", unit="articles"))
         pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
+        # The file is one partition, read in its order; the event-time order still gives each
+        # undated line the time of the line before it, and keeps a line dated far from its
+        # neighbours from moving the watermark, by looking LOOKAHEAD_LINES ahead.
+        # Idle 0: the file's one partition is never waited for; its next line is read on demand.
+        order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(0)
+        order.assign([0])
 
-        def settle(messages: list[Message], analyzed: Iterator) -> None:
-            decided = pipeline.decide(messages, analyzed)
+        def settle(messages: list[Message], analyzed: Iterator, last: bool) -> None:
+            entries = []
+            # A window of LOOKAHEAD_LINES slides over the file: each line is decided once the
+            # lines that far past it have been seen.
+            for message, result in zip(messages, (r for c in analyzed for r in c), strict=True):
+                order.add(0, (message, result), time_of(result))
+                if isinstance(result, Analyzed) and not result.dated:
+                    counts["undated"] += 1
+                if len(order) > LOOKAHEAD_LINES:
+                    entries += [Ordered(*r.item, r.time_ms) for r in order.release(1)]
+            if last:
+                entries += [Ordered(*r.item, r.time_ms) for r in order.release()]
+            decided = pipeline.decide_ordered(entries)
             # The index first, as in the service: a rerun with the same --state re-emits the
             # stored decisions (of the articles still in the window: the index is expired as
             # it goes, as the service's would be).
@@ -87,10 +124,14 @@ def run_check(args: argparse.Namespace) -> int:
                 if isinstance(outcome, Decision):
                     out.write(outcome.to_json() + "\n")
                     counts[outcome.decision.value] += 1
+                    counts["late"] += outcome.late
                 else:
                     _report_rejection(outcome, dlq)
                     counts["invalid"] += 1
-            progress.advance(len(messages))
+            for correction in decided.corrections:
+                out.write(correction.to_json() + "\n")
+                counts["corrected"] += 1
+            progress.advance(len(entries))
 
         # One batch ahead: the workers fingerprint the next batch while this process decides,
         # commits and writes the current one, instead of waiting for it.
@@ -98,17 +139,26 @@ def run_check(args: argparse.Namespace) -> int:
         for messages in _batches(args.input):
             started_batch = (messages, pipeline.analyze(messages))
             if ahead is not None:
-                settle(*ahead)
+                settle(*ahead, last=False)
             ahead = started_batch
         if ahead is not None:
-            settle(*ahead)
+            settle(*ahead, last=True)
     elapsed = time.monotonic() - started
-    total = sum(counts.values())
-    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    total = sum(counts[k] for k in ("unique", "duplicate", "near_duplicate", "invalid"))
+    summary = ", ".join(f"{k} {counts[k]}" for k in SUMMARY_COUNTS if counts[k] or k in KEPT)
     print(
         f"check: {total} lines in {elapsed:.1f}s ({total / max(elapsed, 1e-9):,.0f}/s): {summary}",
         file=sys.stderr,
     )
+    decided = total - counts["invalid"]
+    if decided and counts["late"] / decided > LATE_WARNING_SHARE:
+        print(
+            f"check: warning: {counts['late'] / decided:.0%} of the articles were late (older "
+            "than the window behind the newest article before them): they were checked but "
+            "not indexed, so their copies go unflagged. Sort the input by publish time, or "
+            "widen [index] retention.",
+            file=sys.stderr,
+        )
     return 0
 
 

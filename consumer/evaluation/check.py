@@ -36,7 +36,37 @@ class ContractError(Exception):
 
 
 def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[Decision, ...]:
-    """Decisions in feed order, checked against the contract line by line."""
+    """Decisions in feed order, checked against the contract line by line. A line marked
+    `"correction": true` replaces the decision of its id (the latest decision per id counts,
+    as for a reader of the output topic)."""
+    corrections = [(n, ln) for n, ln in enumerate(lines, 1) if _is_correction(ln)]
+    if corrections:
+        lines = [ln for ln in lines if not _is_correction(ln)]
+    decisions = _parse_in_order(lines, articles)
+    if not corrections:
+        return decisions
+    position = {d.id: i for i, d in enumerate(decisions)}
+    updated = list(decisions)
+    for n, line in corrections:
+        record = json.loads(line)
+        if record.get("id") not in position:
+            raise ContractError(f"decision line {n} corrects {record.get('id')!r}, not decided")
+        verdict = DecisionKind(record["decision"])
+        matched = record.get("matched_id")
+        updated[position[record["id"]]] = Decision(
+            record["id"], verdict, matched if isinstance(matched, str) else None
+        )
+    return tuple(updated)
+
+
+def _is_correction(line: str) -> bool:
+    try:
+        return json.loads(line).get("correction") is True
+    except (json.JSONDecodeError, AttributeError):
+        return False
+
+
+def _parse_in_order(lines: Sequence[str], articles: Sequence[Article]) -> tuple[Decision, ...]:
     if len(lines) != len(articles):
         raise ContractError(f"{len(lines)} decision lines for {len(articles)} input articles")
     decisions = []

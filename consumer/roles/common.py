@@ -13,6 +13,7 @@ import logging
 import socket
 import time
 from contextlib import AbstractContextManager
+from functools import partial
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -29,7 +30,7 @@ from consumer.kafka_clients import (
 )
 from consumer.logs import log_event
 from consumer.metrics import Metrics
-from consumer.service import Service
+from consumer.service import _MAX_BACKOFF_S, Service
 
 log = logging.getLogger("newsdedup.roles")
 
@@ -182,6 +183,7 @@ class RoleService(Service):
         try:
             checkpoint = self.make_checkpoint(consumer)
             checkpoint.stopping = self._stop.is_set
+            checkpoint.limit_dead_letters(self._dlq_max_bytes)
             consumer.subscribe(
                 [kafka.input_topic],
                 on_assign=self._on_assign,
@@ -194,6 +196,28 @@ class RoleService(Service):
             consumer.close()
             if checkpoint is not None:
                 checkpoint.close()
+
+    def _loop(self, consumer: Consumer, stage, checkpoint: Checkpoint, store: None) -> None:  # type: ignore[override]
+        """Poll a batch, hand it to the role's stage, make it durable, repeat (in the order
+        the broker returns records)."""
+        max_messages = self.config.kafka.batch_max_messages
+        wait_s = parse_duration_ms(self.config.kafka.batch_max_wait) / 1000
+        backoff = 0.0
+        while not self._stop.is_set():
+            self.health.turn()
+            self._raise_if_fatal()
+            records = consumer.consume(max_messages, wait_s)
+            polled_at = time.perf_counter()
+            messages, _ = self._valid_records(records)
+            if messages:
+                self.health.broker_reachable = True
+                decide = partial(stage.decide, messages)
+                if self._process(messages, decide, consumer, checkpoint, polled_at):
+                    backoff = 0.0
+                else:
+                    backoff = min(max(backoff * 2, 0.5), _MAX_BACKOFF_S)
+                    self._stop.wait(backoff)
+            self._housekeeping(None)  # type: ignore[arg-type]
 
     def _ensure_topics(self, admin: AdminClient) -> None:
         self.scaleout_partitions = ensure_scaleout_topics(admin, self.full_config)

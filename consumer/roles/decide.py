@@ -68,6 +68,7 @@ class DecideBatch:
     changes: list[Change]
     index_batch: _Batches
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    corrections: list[Decision] = field(default_factory=list)
 
 
 class DecideStage:
@@ -109,16 +110,24 @@ class DecideStage:
         now_ms = wall_clock_ms()
         outcomes: list[Decision] = []
         changes: list[Change] = []
+        corrections: list[Decision] = []
         for m, f in items:
             batch = batches[(m.source.partition, f.domain)]
-            outcomes.append(decide(batch, f.item, f.source, now_ms, self.rules))
-            record = batch.lookup(f.item.id)
-            assert record is not None  # decide() answered from it or just put it
-            changes.append(
-                Change(m.source.partition, change_key(f.domain, f.item.id), encode_change(record))
-            )
+            decision, corrected = decide(batch, f.item, f.source, now_ms, self.rules)
+            outcomes.append(decision)
+            corrections += corrected
+            # decide() answered from these records or just put them
+            for article_id in [f.item.id, *(c.id for c in corrected)]:
+                record = batch.lookup(article_id)
+                assert record is not None
+                key = change_key(f.domain, article_id)
+                changes.append(Change(m.source.partition, key, encode_change(record)))
         return DecideBatch(
-            outcomes, changes, _Batches(list(batches.values())), {"index": time.perf_counter() - t0}
+            outcomes,
+            changes,
+            _Batches(list(batches.values())),
+            {"index": time.perf_counter() - t0},
+            corrections,
         )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer
 
 from consumer.analysis import Analyzed, Analyzer
-from consumer.checkpoint import Checkpoint, dlq_headers
+from consumer.checkpoint import Checkpoint
 from consumer.config import Config
 from consumer.logs import log_event
 from consumer.metrics import Metrics
@@ -107,12 +107,7 @@ class ForwardCheckpoint(Checkpoint):
                     partition=domain_partition(outcome.domain, self.partitions),
                 )
             else:
-                self._send(
-                    self.config.dlq_topic,
-                    outcome.message.key,
-                    outcome.message.value,
-                    dlq_headers(outcome),
-                )
+                self._send_dead_letter(outcome)
 
 
 class FingerprintService(RoleService):

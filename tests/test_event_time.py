@@ -1,0 +1,241 @@
+"""Event time through the real broker: the decisions of a multi-partition feed with a backlog are
+those of its articles in publish order, whichever partition the consumer happens to read first,
+across a SIGKILL and restart, with undated articles among them."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from service_support import NEWSDEDUP, ServiceProcess, Topics, read_all, wait_until
+
+from consumer.corpus import iter_jsonl, shared_data_dir
+from consumer.parsing import format_time_ms, parse_event_time_ms
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PARTITIONS = 3
+BOILERPLATE = "\n（本文来源：示例晚报，编辑：测试）"
+
+
+def _first_articles(name: str, n: int) -> list[dict]:
+    articles = []
+    for a in iter_jsonl(shared_data_dir() / name):
+        if a.get("published_at") and len(a.get("content") or "") >= 200:
+            articles.append({k: a[k] for k in ("id", "title", "content", "published_at")})
+        if len(articles) >= n:
+            break
+    return sorted(articles, key=lambda a: parse_event_time_ms(a["published_at"]))
+
+
+def _produce_spread(bootstrap: str, topic: str, feed: list[dict], seed: int) -> None:
+    """Each article to a partition drawn at random, in feed order, without a key."""
+    rng = random.Random(seed)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    failures: list = []
+    for article in feed:
+        value = json.dumps(article, ensure_ascii=False).encode()
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value=value,
+                    partition=rng.randrange(PARTITIONS),
+                    on_delivery=lambda e, m: e and failures.append(e),
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    assert not failures
+
+
+def _latest(records) -> dict[str, dict]:
+    """The decision a reader that keeps the latest record per key ends with."""
+    latest: dict[str, dict] = {}
+    for r in records:
+        decision = r.json()
+        assert r.key == decision["id"].encode()
+        latest[decision["id"]] = decision
+    return latest
+
+
+def _run_backlog(
+    bootstrap: str,
+    new_topic,
+    tmp_path: Path,
+    feed: list[dict],
+    *,
+    delivery: str,
+    kill_midway: bool,
+    seed: int = 7,
+) -> list:
+    topics = Topics(new_topic("in", partitions=PARTITIONS), new_topic("out"), new_topic("dlq"))
+    _produce_spread(bootstrap, topics.input, feed, seed)
+    options = {"group_id": f"et-{delivery}", "delivery": delivery}
+    state = tmp_path / "state"
+    service = ServiceProcess(bootstrap, topics, state, tmp_path / "svc.log", **options)
+    with service:
+        if kill_midway:
+            wait_until(
+                lambda: _decided(service) >= len(feed) // 3,
+                timeout=180,
+                what="a third of the feed decided",
+            )
+            service.kill()
+            service = ServiceProcess(bootstrap, topics, state, tmp_path / "svc2.log", **options)
+            service.start()
+        records = read_all(
+            bootstrap, topics.output, expected=len(feed), timeout=300, service=service
+        )
+        assert service.stop() == 0
+    return records
+
+
+def _decided(service: ServiceProcess) -> float:
+    """Articles decided so far, from the service's own /metrics."""
+    try:
+        _, text = service.get("/metrics")
+    except OSError:
+        return 0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("newsdedup_articles_total{")
+    )
+
+
+def _with_reposts(articles: list[dict], rng: random.Random) -> tuple[list[dict], dict, dict]:
+    """The feed in publish order with 50 verbatim and 50 boilerplate reposts, each published
+    500-600 s after its original under an id of its own."""
+    originals = rng.sample(articles[: len(articles) * 2 // 3], 100)
+    exact, padded, copies = {}, {}, []
+    for i, original in enumerate(originals):
+        delay_ms = rng.randrange(500_000, 600_000)
+        when = format_time_ms(parse_event_time_ms(original["published_at"]) + delay_ms)
+        copy = {**original, "id": f"copy-{i}-{original['id']}", "published_at": when}
+        if i % 2:
+            copy["content"] += BOILERPLATE
+            padded[copy["id"]] = original["id"]
+        else:
+            exact[copy["id"]] = original["id"]
+        copies.append(copy)
+    feed = sorted(articles + copies, key=lambda a: parse_event_time_ms(a["published_at"]))
+    return feed, exact, padded
+
+
+@pytest.mark.parametrize(
+    ("delivery", "kill_midway"), [("at_least_once", False), ("exactly_once", True)]
+)
+def test_originals_stay_unique_and_every_repost_names_its_original(
+    kafka_bootstrap, new_topic, tmp_path, delivery, kill_midway
+):
+    articles = _first_articles("zh_cctv_xwlb_2022_2026.jsonl.gz", 3000)
+    feed, exact, padded = _with_reposts(articles, random.Random(3))
+    records = _run_backlog(
+        kafka_bootstrap, new_topic, tmp_path, feed, delivery=delivery, kill_midway=kill_midway
+    )
+    latest = _latest(records)
+    assert set(latest) == {a["id"] for a in feed}
+    wrong = []
+    for copy_id, original_id in {**exact, **padded}.items():
+        original, copy = latest[original_id], latest[copy_id]
+        if original["decision"] != "unique" and original["matched_id"] == copy_id:
+            wrong.append(f"original {original_id} decided a copy of its repost {copy_id}")
+        if copy["cluster_id"] != original["cluster_id"] or copy["decision"] == "unique":
+            wrong.append(f"repost {copy_id} not in the cluster of {original_id}: {copy}")
+        if copy_id in exact and copy["decision"] != "duplicate":
+            wrong.append(f"verbatim repost {copy_id} decided {copy['decision']}")
+    assert not wrong, f"{len(wrong)} wrong, e.g. {wrong[:3]}"
+    assert not any(d["late"] for d in latest.values())
+
+
+def _check(feed_path: Path, tmp_path: Path) -> dict[str, dict]:
+    out = tmp_path / "check.jsonl"
+    env_path = tmp_path / "check.toml"
+    env_path.write_text('[index]\nretention = "36500d"\nsegment = "30d"\n')
+    done = subprocess.run(
+        [NEWSDEDUP, "check", str(feed_path), "-o", str(out), "--config", str(env_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "late 0" in done.stderr, done.stderr
+    latest = {}
+    for line in out.read_text().splitlines():
+        d = json.loads(line)
+        latest[d["id"]] = d
+    return latest
+
+
+def test_a_replay_with_undated_articles_flags_what_check_flags_on_the_sorted_file(
+    kafka_bootstrap, new_topic, tmp_path
+):
+    feed = _first_articles("en_reuters21578.jsonl.gz", 3000)
+    feed_path = tmp_path / "sorted.jsonl"
+    feed_path.write_text("".join(json.dumps(a) + "\n" for a in feed))
+    expected = _check(feed_path, tmp_path)
+    # One article in twenty loses its date: it takes its place in the stream instead.
+    rng = random.Random(11)
+    replayed = [{**a, "published_at": ""} if rng.random() < 0.05 else a for a in feed]
+    records = _run_backlog(
+        kafka_bootstrap, new_topic, tmp_path, replayed, delivery="at_least_once", kill_midway=False
+    )
+    latest = _latest(records)
+    assert sum(d["late"] for d in latest.values()) == 0
+    flagged = {i for i, d in latest.items() if d["decision"] != "unique"}
+    want = {i for i, d in expected.items() if d["decision"] != "unique"}
+    assert len(want) > 50
+    # Articles published in the same second may swap which of them is the original.
+    assert len(flagged ^ want) <= max(2, len(want) // 50), (len(flagged), len(want))
+
+
+def test_check_gives_undated_lines_the_time_of_the_line_before(tmp_path):
+    articles = _first_articles("zh_hkcnews_2017_2022.jsonl.gz", 2000)
+    feed, _, _ = _with_reposts(articles, random.Random(5))
+    dated = tmp_path / "dated.jsonl"
+    dated.write_text("".join(json.dumps(a, ensure_ascii=False) + "\n" for a in feed))
+    undated = tmp_path / "undated.jsonl"
+    rng = random.Random(2)
+    lines = []
+    for i, a in enumerate(feed):
+        # The very first line undated too: it stands where the first dated line does.
+        if i == 0 or rng.random() < 0.05:
+            a = {**a, "published_at": ""}
+        lines.append(json.dumps(a, ensure_ascii=False) + "\n")
+    undated.write_text("".join(lines))
+    want = {i for i, d in _check(dated, tmp_path).items() if d["decision"] != "unique"}
+    got = {i for i, d in _check(undated, tmp_path).items() if d["decision"] != "unique"}
+    assert len(want) >= 100
+    assert len(got ^ want) <= len(want) // 50, (len(got), len(want))
+
+
+def test_check_counts_late_and_undated_and_warns_when_many_are_late(tmp_path):
+    now_ms = int(time.time() * 1000)
+    lines = [
+        *(
+            {"id": f"new-{i}", "title": "t", "content": f"news {i}", "published_at": now_ms}
+            for i in range(300)
+        ),
+        # Far behind everything before them, and too many to be taken for odd dates.
+        *(
+            {"id": f"old-{i}", "title": "t", "content": f"story {i}", "published_at": 10**12}
+            for i in range(100)
+        ),
+        {"id": "undated", "title": "t", "content": "no date"},
+    ]
+    path = tmp_path / "feed.jsonl"
+    path.write_text("".join(json.dumps(a) + "\n" for a in lines))
+    done = subprocess.run(
+        [NEWSDEDUP, "check", str(path), "-o", str(tmp_path / "out.jsonl")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "late 100" in done.stderr and "undated 1" in done.stderr, done.stderr
+    assert "warning: 25% of the articles were late" in done.stderr, done.stderr
