@@ -155,6 +155,13 @@ class EventTimeOrder(Generic[Item]):
 
     # -- output -------------------------------------------------------------------------------
 
+    def pop_partition(self, partition: int) -> Item:
+        """The head of `partition`'s queue, out of order (the caller has a reason)."""
+        item, time_ms = self._queues[partition].pop()
+        if time_ms is not None and (self.stream_time_ms is None or time_ms > self.stream_time_ms):
+            self.stream_time_ms = time_ms
+        return item
+
     def release(self, limit: int | None = None) -> Iterator[Released[Item]]:
         """Items in decision order, for as long as no assigned partition must be waited for;
         at most `limit`."""

@@ -1,0 +1,85 @@
+"""The decide role's per-partition order and the offset commits that name what it decided."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from consumer.analysis import Analyzed
+from consumer.decisions import Source
+from consumer.pipeline import Message
+from consumer.roles.sequencing import MAX_DONE_CHARS, Sequencer, decode_done, encode_done
+from consumer.roles.wire import Fingerprinted
+
+
+@given(st.integers(0, 10**9), st.sets(st.integers(0, 5000), max_size=300))
+def test_done_offsets_survive_the_commit_metadata(base, deltas):
+    offsets = {base + d for d in deltas}
+    assert decode_done(base, encode_done(base, offsets)) == offsets
+
+
+def test_foreign_or_broken_metadata_names_nothing():
+    assert decode_done(10, "") == set()
+    assert decode_done(10, "written by another tool") == set()
+    assert decode_done(10, "done:1-x") == set()
+
+
+def _record(offset: int, source: int, time_ms: int) -> tuple[Message, Fingerprinted]:
+    item = Analyzed(f"a{offset}", time_ms, offset, bytes(16))
+    return (
+        Message(b"", b"", Source("internal", 0, offset), 0),
+        Fingerprinted("", item, Source("feed", source, offset)),
+    )
+
+
+def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_done():
+    seq = Sequencer(idle_ms=60_000, sources=2, clock=lambda: 0.0)
+    seq.assign(0, committed=0, metadata=None)
+    # Source 1 ran ahead of source 0 into the internal partition.
+    for offset, (source, t) in enumerate([(1, 50), (1, 60), (0, 10), (0, 55), (1, 70)]):
+        seq.add(*_record(offset, source, t))
+    seq.caught_up(0)
+    released = [m.source.offset for m, _ in seq.release(limit=3)]
+    assert released == [2, 0, 3]  # times 10, 50, 55
+    commits = seq.commits()
+    # Offset 1 (time 60) is the first still held: the commit stands there and names 2 and 3.
+    assert commits == {0: (1, "done:1-2")}
+    seq.committed(commits)
+    # A restart from that commit skips what it names and decides the rest.
+    again = Sequencer(idle_ms=0, sources=2, clock=lambda: 0.0)
+    again.assign(0, *commits[0])
+    for offset, (source, t) in enumerate([(1, 50), (1, 60), (0, 10), (0, 55), (1, 70)]):
+        if offset >= 1:
+            again.add(*_record(offset, source, t))
+    again.caught_up(0)
+    assert [m.source.offset for m, _ in again.release(limit=10)] == [1, 4]
+    assert again.commits() == {0: (5, "")}
+
+
+def test_a_failed_batch_is_read_again_from_the_last_commit():
+    seq = Sequencer(idle_ms=0, sources=1, clock=lambda: 0.0)
+    seq.assign(0, committed=0, metadata=None)
+    for offset in range(3):
+        seq.add(*_record(offset, 0, offset))
+    seq.caught_up(0)
+    assert len(seq.release(limit=10)) == 3
+    assert seq.restart() == {0: 0}
+    for offset in range(3):
+        seq.add(*_record(offset, 0, offset))
+    seq.caught_up(0)
+    assert [m.source.offset for m, _ in seq.release(limit=10)] == [0, 1, 2]
+
+
+def test_a_commit_that_would_name_too_much_lets_the_held_record_go():
+    seq = Sequencer(idle_ms=60_000, sources=2, clock=lambda: 0.0)
+    seq.assign(0, committed=0, metadata=None)
+    # One late-dated record of source 0 ahead of thousands of source 1's, interleaved with
+    # further source-0 records, so what is done above the held one makes many runs.
+    seq.add(*_record(0, 0, 10**9))
+    for offset in range(1, 6000):
+        seq.add(*_record(offset, offset % 2, offset if offset % 2 else 10**9 + offset))
+    seq.caught_up(0)
+    released = seq.release(limit=10_000)
+    assert released
+    offset, metadata = seq.commits()[0]
+    assert len(metadata) <= MAX_DONE_CHARS
