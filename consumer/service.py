@@ -393,12 +393,14 @@ class Service:
         consumer: Consumer,
         checkpoint: Checkpoint,
         polled_at: float,
+        offsets: list[TopicPartition] | None = None,
     ) -> bool:
-        """Decide `messages` (through `decide`) and make the batch durable; False when its
-        outputs failed and it will be read again."""
+        """Decide `messages` (through `decide`) and make the batch durable, committing
+        `offsets` (by default: past each partition's last message); False when its outputs
+        failed and it will be read again."""
         decided = decide()
         try:
-            checkpoint.complete(decided, _next_offsets(messages))
+            checkpoint.complete(decided, _next_offsets(messages) if offsets is None else offsets)
         except OutputFailed as e:
             # Nothing past this batch is read until its outputs are delivered: a decision is
             # never dropped, and /readyz says why the service is not moving.

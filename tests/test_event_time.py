@@ -239,3 +239,72 @@ def test_check_counts_late_and_undated_and_warns_when_many_are_late(tmp_path):
     )
     assert "late 100" in done.stderr and "undated 1" in done.stderr, done.stderr
     assert "warning: 25% of the articles were late" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("delivery", "kill_midway"), [("at_least_once", True), ("exactly_once", True)]
+)
+def test_scaleout_roles_keep_originals_unique_across_fingerprint_instances(
+    kafka_bootstrap, new_topic, tmp_path, delivery, kill_midway
+):
+    """Three fingerprint instances interleave their feed partitions in the internal topic; the
+    decide instance orders them by event time again, and its commits say what it decided past
+    the first record it still holds, so a SIGKILL neither loses nor (exactly_once) doubles."""
+    from test_scaleout import RoleProcess, scaleout_options
+
+    articles = _first_articles("zh_cctv_xwlb_2022_2026.jsonl.gz", 1500)
+    feed, exact, padded = _with_reposts(articles, random.Random(4))
+    topics = Topics(new_topic("in", partitions=PARTITIONS), new_topic("out"), new_topic("dlq"))
+    _produce_spread(kafka_bootstrap, topics.input, feed, seed=9)
+    common = dict(group_id=f"etr-{delivery}", delivery=delivery, **scaleout_options())
+
+    def role(name: str, n: int, log: str = "") -> RoleProcess:
+        return RoleProcess(
+            name,
+            kafka_bootstrap,
+            topics,
+            tmp_path / f"{name}-{n}",
+            tmp_path / f"{name}-{n}{log}.log",
+            scaleout_instance_id=f"{name}-{n}",
+            **common,
+        )
+
+    instances = [role("fingerprint", n) for n in range(3)] + [role("decide", 0)]
+    try:
+        for instance in instances:
+            instance.start()
+        if kill_midway:
+            wait_until(
+                lambda: _decided(instances[-1]) >= len(feed) // 3,
+                timeout=240,
+                what="a third of the feed decided",
+            )
+            instances[-1].kill()
+            instances[-1] = role("decide", 0, "-restarted").start()
+        records = read_all(
+            kafka_bootstrap, topics.output, expected=len(feed), timeout=300, service=instances[-1]
+        )
+        for instance in instances:
+            assert instance.stop() == 0, instance.log()[-2000:]
+    finally:
+        for instance in instances:
+            if instance.process is not None:
+                instance.kill()
+    if delivery == "exactly_once":
+        per_id: dict[str, int] = {}
+        for r in records:
+            d = r.json()
+            if not d.get("correction"):
+                per_id[d["id"]] = per_id.get(d["id"], 0) + 1
+        doubled = [i for i, n in per_id.items() if n > 1]
+        assert not doubled, f"{len(doubled)} decided twice, e.g. {doubled[:3]}"
+    latest = _latest(records)
+    assert set(latest) == {a["id"] for a in feed}
+    wrong = []
+    for copy_id, original_id in {**exact, **padded}.items():
+        original, copy = latest[original_id], latest[copy_id]
+        if original["decision"] != "unique" and original["matched_id"] == copy_id:
+            wrong.append(f"original {original_id} decided a copy of its repost {copy_id}")
+        if copy["cluster_id"] != original["cluster_id"] or copy["decision"] == "unique":
+            wrong.append(f"repost {copy_id} not in the cluster of {original_id}")
+    assert not wrong, f"{len(wrong)} wrong, e.g. {wrong[:3]}"

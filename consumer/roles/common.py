@@ -177,7 +177,13 @@ class RoleService(Service):
         self._input_partitions = partitions
         self._ensure_topics(admin)
         consumer = Consumer(
-            {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
+            {
+                **consumer_config(kafka),
+                # decide: a partition at its end is not waited for (roles/sequencing.py)
+                "enable.partition.eof": True,
+                "error_cb": self._on_error,
+                "stats_cb": self._on_stats,
+            }
         )
         checkpoint = None
         try:

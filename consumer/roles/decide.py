@@ -20,23 +20,33 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka import Message as KafkaMessage
+from confluent_kafka.admin import AdminClient
 
 from consumer.changelog import restore_partition
 from consumer.checkpoint import Checkpoint
-from consumer.config import Config
+from consumer.config import Config, parse_duration_ms
 from consumer.deciding import DEFAULT_RULES, MatchRules, decide, match_rules
 from consumer.decisions import Decision
-from consumer.kafka_clients import consumer_config
+from consumer.kafka_clients import consumer_config, topic_partitions
 from consumer.logs import log_event
 from consumer.memory import release_free_memory
 from consumer.metrics import Metrics
 from consumer.pipeline import Message, wall_clock_ms
 from consumer.roles.common import RoleService
 from consumer.roles.domains import CHANGELOG_POSITION, DomainStores
-from consumer.roles.wire import WireError, change_key, decode_fingerprinted, encode_change
+from consumer.roles.sequencing import Sequencer
+from consumer.roles.wire import (
+    Fingerprinted,
+    WireError,
+    change_key,
+    decode_fingerprinted,
+    encode_change,
+)
+from consumer.service import _MAX_BACKOFF_S
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
@@ -80,23 +90,29 @@ class DecideStage:
         # those stores starts after their own records instead of replaying them.
         self.delivered: dict[int, int] = {}
 
+    def decode(self, m: Message) -> Fingerprinted | None:
+        try:
+            return decode_fingerprinted(m.key, m.value or b"")
+        except (WireError, UnicodeDecodeError) as e:
+            # Only another version's records can be unreadable; skipping keeps the feed
+            # moving and the log line names the record.
+            log_event(
+                log,
+                logging.ERROR,
+                "unreadable internal record skipped",
+                error=str(e),
+                partition=m.source.partition,
+                offset=m.source.offset,
+            )
+            return None
+
     def decide(self, messages: Sequence[Message]) -> DecideBatch:
+        """`messages` decided in the order given (tests and tools)."""
+        entries = [(m, f) for m in messages if (f := self.decode(m)) is not None]
+        return self.decide_entries(entries)
+
+    def decide_entries(self, items: Sequence[tuple[Message, Fingerprinted]]) -> DecideBatch:
         t0 = time.perf_counter()
-        items = []
-        for m in messages:
-            try:
-                items.append((m, decode_fingerprinted(m.key, m.value or b"")))
-            except (WireError, UnicodeDecodeError) as e:
-                # Only another version's records can be unreadable; skipping keeps the feed
-                # moving and the log line names the record.
-                log_event(
-                    log,
-                    logging.ERROR,
-                    "unreadable internal record skipped",
-                    error=str(e),
-                    partition=m.source.partition,
-                    offset=m.source.offset,
-                )
         grouped: dict[tuple[int, str], list] = {}
         for m, f in items:
             grouped.setdefault((m.source.partition, f.domain), []).append(f.item)
@@ -174,6 +190,10 @@ class DecideService(RoleService):
         super().__init__(config, metrics)
         self.stores = DomainStores(config.index)
         self.stage = DecideStage(self.stores, match_rules(config.match))
+        # Event-time order inside each owned internal partition (roles/sequencing.py); one
+        # queue per feed partition, whose count is learnt at start.
+        self.sequencer = Sequencer(parse_duration_ms(config.service.partition_idle), 1)
+        self._last_commits: dict[int, tuple[int, str]] = {}
 
     @contextmanager
     def resources(self) -> Iterator[None]:
@@ -200,6 +220,73 @@ class DecideService(RoleService):
         super()._record(decided, polled_at, durable)
         self.metrics.changelog_records.inc(len(decided.changes))
 
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _ensure_topics(self, admin: AdminClient) -> None:
+        super()._ensure_topics(admin)
+        feed = topic_partitions(admin, self.full_config.kafka.input_topic)
+        self.sequencer.sources = max(feed or 1, 1)
+
+    def _loop(self, consumer: Consumer, stage, checkpoint: Checkpoint, store: None) -> None:  # type: ignore[override]
+        """Poll; queue by internal partition and feed source; decide what the event-time
+        order releases; commit each partition's first queued offset with what was decided
+        above it (roles/sequencing.py)."""
+        max_messages = self.config.kafka.batch_max_messages
+        wait_s = parse_duration_ms(self.config.kafka.batch_max_wait) / 1000
+        topic = self.config.kafka.input_topic
+        backoff = 0.0
+        while not self._stop.is_set():
+            self.health.turn()
+            self._raise_if_fatal()
+            records = consumer.consume(max_messages, wait_s)
+            polled_at = time.perf_counter()
+            messages, at_end = self._valid_records(records)
+            if messages:
+                self.health.broker_reachable = True
+            for m in messages:
+                self.sequencer.add(m, self.stage.decode(m))
+            for partition in at_end:
+                self.sequencer.caught_up(partition)
+            self._pause_long_queues(consumer)
+            while not self._stop.is_set():
+                entries = self.sequencer.release(max_messages)
+                commits = self.sequencer.commits()
+                moved = {p: c for p, c in commits.items() if self._last_commits.get(p) != c}
+                if not entries and not moved:
+                    break
+                offsets = [TopicPartition(topic, p, o, metadata=md) for p, (o, md) in moved.items()]
+                decide = partial(self.stage.decide_entries, entries)
+                batch = [m for m, _ in entries]
+                if self._process(batch, decide, consumer, checkpoint, polled_at, offsets):
+                    self.sequencer.committed(moved)
+                    self._last_commits.update(moved)
+                    backoff = 0.0
+                else:
+                    backoff = min(max(backoff * 2, 0.5), _MAX_BACKOFF_S)
+                    self._stop.wait(backoff)
+                    break
+            self._housekeeping(None)
+
+    def _rewind(self, consumer: Consumer, failed: Sequence[Message]) -> None:
+        """Read every owned partition again from its last commit."""
+        topic = self.config.kafka.input_topic
+        assigned = {tp.partition for tp in consumer.assignment()}
+        for partition, offset in self.sequencer.restart().items():
+            if partition in assigned:
+                consumer.seek(TopicPartition(topic, partition, offset))
+
+    def _pause_long_queues(self, consumer: Consumer) -> None:
+        topic = self.config.kafka.input_topic
+        limit = 4 * self.config.kafka.batch_max_messages
+        for partition in self.sequencer.owned():
+            queued = self.sequencer.queued(partition)
+            if partition not in self._paused and queued >= limit:
+                consumer.pause([TopicPartition(topic, partition)])
+                self._paused.add(partition)
+            elif partition in self._paused and queued <= limit // 2:
+                consumer.resume([TopicPartition(topic, partition)])
+                self._paused.discard(partition)
+
     # -- ownership -------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -215,8 +302,19 @@ class DecideService(RoleService):
         for partition in owned:
             self._restore(partition)
             self.metrics.restoring_partitions.dec()
+        # Where each partition's last commit stands, and what it says was decided above it.
+        for tp in consumer.committed(partitions, timeout=30.0):
+            offset = tp.offset if tp.offset >= 0 else 0
+            self.sequencer.assign(tp.partition, offset, tp.metadata)
+            self._last_commits.pop(tp.partition, None)
         super()._on_assign(consumer, partitions)
         self._refresh_index_stats(None)
+
+    def _release(self, partitions: list[TopicPartition], level: int, event: str) -> None:
+        for tp in partitions:
+            self.sequencer.revoke(tp.partition)
+            self._last_commits.pop(tp.partition, None)
+        super()._release(partitions, level, event)
 
     def _restore(self, partition: int) -> None:
         log_event(log, logging.INFO, "restore started", partition=partition)
