@@ -23,7 +23,7 @@ NATIVE_FINGERPRINT = Kernel is not None
 # kernels"): the warning at start names it.
 FALLBACK_COST = {
     "fingerprint": "fingerprinting about 3× slower",
-    "probe": "index checks about 6× slower, with 3× the memory",
+    "probe": "index checks about 6× slower, with more memory",
 }
 
 
