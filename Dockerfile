@@ -17,11 +17,15 @@ COPY consumer ./consumer
 COPY indexstore ./indexstore
 # The native kernels (consumer/native/, indexstore/native/) are Rust: cargo is installed for
 # the build and removed in the same layer, so the image does not carry the toolchain. Debian
-# trixie's cargo is Rust 1.85, the oldest the kernels' dependencies accept.
+# trixie's cargo is Rust 1.85, the oldest the kernels' dependencies accept. pip treats the
+# kernels as optional (README, "Installing elsewhere"), so the import makes a kernel that did
+# not build fail the image instead of shipping the slower Python fallback; -P keeps /app's
+# source tree, which has no kernels, off the import path.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cargo \
     && pip install --no-cache-dir --no-deps . \
+    && python -P -c "import consumer._fastfp, indexstore._probe" \
     && apt-get purge -y --auto-remove cargo \
     && rm -rf /var/lib/apt/lists/* /root/.cargo /app/build /app/*.egg-info /app/consumer/native/target \
         /app/indexstore/native/target

@@ -21,7 +21,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\
 	$(crate)/Cargo.toml $(crate)/Cargo.lock $(wildcard $(crate)/src/*.rs))
 
-.PHONY: venv lock audit system-deps test demo lint clean
+.PHONY: venv wheel lock audit system-deps test demo lint clean
 
 venv: $(VENV_STAMP)
 
@@ -35,7 +35,15 @@ $(VENV_STAMP): pyproject.toml $(LOCK) Makefile $(NATIVE_SOURCES)
 	@$(PIP) install --quiet --no-deps -e .
 	@$(PIP) check >/dev/null || { $(PIP) check >&2; \
 		echo "make: $(LOCK) does not satisfy pyproject.toml; run 'make lock'" >&2; exit 1; }
+	@# The kernels are optional for pip (an install without cargo falls back to Python): not here.
+	@$(VENV)/bin/newsdedup --version | grep -F "fingerprint yes, probe yes" >/dev/null || { \
+		echo "make: a native kernel did not build; '$(PIP) install -v --no-deps -e .' shows why" >&2; \
+		exit 1; }
 	@touch $@
+
+# newsdedup's wheel, with both native kernels, manylinux-tagged by auditwheel, into dist/.
+wheel: venv
+	@$(VENV)/bin/python scripts/wheel dist
 
 # Re-resolves pyproject.toml against PyPI and rewrites both lock files (commit them).
 lock:
@@ -82,6 +90,6 @@ lint: venv
 
 # Leaves the Kafka jar cache (~/.cache/newsdedup) alone: it lives outside the repo on purpose.
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so \
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so \
 		indexstore/native/target indexstore/_probe*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

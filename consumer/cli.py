@@ -36,16 +36,39 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="newsdedup",
         description="Streaming near-duplicate detection for news feeds on Kafka.",
     )
-    parser.add_argument("--version", action="version", version=f"newsdedup {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, help="show the version and which native kernels are built"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in modules:
         importlib.import_module(f"consumer.commands.{name}").register(subparsers)
     return parser
 
 
+class _Version(argparse.Action):
+    """`--version`: the version and whether each native kernel is built, since an install from
+    source without cargo runs the slower Python reference code instead."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from consumer.native_kernel import native_kernels
+
+        kernels = native_kernels().items()
+        built = ", ".join(f"{name} {'yes' if ok else 'no'}" for name, ok in kernels)
+        print(f"newsdedup {__version__} (native kernels: {built})")
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv[0] if argv else None).parse_args(argv)
+    # Imported here, not for --help: it loads the fingerprint kernel.
+    from consumer.native_kernel import missing_kernels_warning
+
+    if warning := missing_kernels_warning():
+        print(f"newsdedup: warning: {warning}", file=sys.stderr)
     try:
         return int(args.handler(args) or 0)
     except IndexCorruptError as e:

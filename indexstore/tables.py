@@ -22,8 +22,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from indexstore._probe import probe as _native_probe
 from indexstore.layout import BUCKET_US, FINGERPRINT_BITS, PROBE_US, SCAN_US, Layout, bucket_bits
+
+try:
+    from indexstore._probe import probe as _native_probe
+except ImportError:
+    # Installed from source without cargo: `probe_reference` finds the same hits, slower.
+    _native_probe = None
+
+NATIVE_PROBE = _native_probe is not None
 
 # A new run merges into the previous one while that one is at most this many times larger:
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
@@ -564,15 +571,16 @@ def probe(
     """(query index, key position, distance) of every key of one run of one table within
     distance k of a query, among the buckets within the probe radius of the query's (its
     bucket XOR each of `masks`). The native kernel (`indexstore/native/`); `probe_reference`
-    is the same in NumPy, which the tests hold it to."""
-    query, position, distance = _native_probe(
+    is the same in NumPy, which the tests hold it to, and runs where the kernel is not built."""
+    arrays = (
         np.ascontiguousarray(queries, dtype=np.uint64),
         np.ascontiguousarray(offsets, dtype=np.int64),
         np.ascontiguousarray(keys, dtype=np.uint64),
         np.ascontiguousarray(masks, dtype=np.uint64),
-        bits,
-        k,
     )
+    if _native_probe is None:
+        return probe_reference(*arrays, bits, k)
+    query, position, distance = _native_probe(*arrays, bits, k)
     return (
         np.frombuffer(query, dtype=np.int64),
         np.frombuffer(position, dtype=np.int64),
