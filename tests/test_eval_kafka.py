@@ -82,3 +82,27 @@ def test_through_kafka_decides_every_article_once_and_is_scored_like_check(
     # In publish order, check never flags an article as a copy of a later one.
     assert kafka["check_matched_later"] == 0
     assert kafka["differ_from_check"] is not None
+
+
+def test_on_one_partition_the_service_answers_exactly_as_check(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The instrument's control: one partition is read in publish order, as check reads its
+    file, so whatever the restart, every latest decision and every score is check's."""
+    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
+    argv = [
+        "eval",
+        *("--data", str(CORPUS), "--limit", "120", "--edits", "30", "--baselines", "none"),
+        *("--json", "--through-kafka", "--partitions", "1"),
+        *("--bootstrap-servers", kafka_bootstrap),
+    ]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    systems = {s["system"]: s for s in report["systems"]}
+    kafka = report["through_kafka"]
+    assert kafka["decided"] == 150 and kafka["decided_before_restart"] < 150
+    assert kafka["differ_from_check"] == 0
+    assert kafka["late"] == 0 and kafka["matched_later"] == 0
+    checked, served = systems["newsdedup"], systems["newsdedup-kafka"]
+    for measure in ("precision", "recall", "flagged", "wrongly_flagged", "recall_by_kind"):
+        assert served[measure] == checked[measure], measure
