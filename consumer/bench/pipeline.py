@@ -151,7 +151,10 @@ class _broker:
             return self.bootstrap
         script = REPO / "scripts" / "kafka-local"
         if not script.exists():
-            raise NewsdedupError("no --bootstrap-servers given and scripts/kafka-local not found")
+            raise NewsdedupError(
+                "no --bootstrap-servers given, and scripts/kafka-local, which starts a private "
+                "broker, is only in a source checkout"
+            )
         port = _free_port()
         self._dir = tempfile.TemporaryDirectory(prefix="newsdedup-bench-kafka-")
         self.env = {

@@ -37,7 +37,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the edits (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", type=Path, help="write a precision/recall PNG here")
-    parser.add_argument("--config", type=Path, help="configuration passed to `newsdedup check`")
+    parser.add_argument(
+        "--config", type=Path, help="configuration passed to `newsdedup check` (and `run`)"
+    )
+    kafka = parser.add_argument_group(
+        "through the service",
+        "With --through-kafka, the feed also goes through a real broker and `newsdedup run`: "
+        "spread over the partitions at random (--seed), all produced before the service "
+        "starts, which is stopped and started again once half the articles are decided; the "
+        "latest decision per article is scored like check's (row newsdedup-kafka). Without "
+        "--bootstrap-servers it starts a private broker with scripts/kafka-local, which only "
+        "a source checkout has.",
+    )
+    kafka.add_argument(
+        "--through-kafka", action="store_true", help="also run the feed through the service"
+    )
+    kafka.add_argument(
+        "--partitions", type=int, default=3, help="partitions of the input topic (default 3)"
+    )
+    kafka.add_argument(
+        "--role",
+        choices=("all", "scaleout"),
+        default="all",
+        help="all: one `run` (default); scaleout: 3 `run --role fingerprint` + 1 `--role decide`",
+    )
+    kafka.add_argument(
+        "--delivery",
+        choices=("at_least_once", "exactly_once"),
+        default="at_least_once",
+        help="[kafka] delivery of the service (default at_least_once)",
+    )
+    kafka.add_argument(
+        "--restart",
+        choices=("term", "kill"),
+        default="term",
+        help="how the service is stopped midway: SIGTERM (default) or SIGKILL",
+    )
+    kafka.add_argument(
+        "--kafka-window",
+        choices=("configured", "whole"),
+        default="configured",
+        help="the service's window: as configured, like row newsdedup (default), or holding "
+        "the whole feed, like newsdedup-whole",
+    )
+    kafka.add_argument("--bootstrap-servers", help="an existing broker (default: a private one)")
     parser.set_defaults(handler=run)
 
 
@@ -56,7 +99,7 @@ def _baselines(value: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `newsdedup --help` and the service never need the eval extra.
     from consumer.config import load_config, parse_duration_ms
-    from consumer.evaluation import check, report, truth
+    from consumer.evaluation import check, report, through_kafka, truth
     from consumer.evaluation.baselines import BASELINES
     from consumer.evaluation.feed import CORPUS_KIND, build_feed
     from consumer.evaluation.metrics import score
@@ -68,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--edits must be 0 or more")
     if args.config is not None and not args.config.is_file():
         raise InputError(f"--config {args.config}: no such file")
+    if args.partitions < 1:
+        raise InputError("--partitions must be 1 or more")
     if args.pairs is not None:
+        if args.through_kafka:
+            raise InputError("--through-kafka needs --data: pairs are not a feed")
         return _run_pairs(args, baselines)
 
     feed = build_feed(args.data, args.limit, args.edits, args.seed)
@@ -84,6 +131,22 @@ def run(args: argparse.Namespace) -> int:
             environment=check.whole_feed_window(feed.articles),
         ),
     ]
+    delivered = None
+    if args.through_kafka:
+        kafka_run, delivered = through_kafka.run_through_kafka(
+            feed.articles,
+            args.config,
+            through_kafka.KafkaOptions(
+                args.bootstrap_servers,
+                args.partitions,
+                args.role,
+                args.delivery,
+                args.restart,
+                args.seed,
+            ),
+            check.whole_feed_window(feed.articles) if args.kafka_window == "whole" else None,
+        )
+        runs.append(kafka_run)
     runs += [BASELINES[name](feed.articles) for name in baselines]
     similarity = truth.Truth(feed.texts())
     scores = [score(r, feed.pairs, similarity) for r in runs]
@@ -96,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
         if (published[p.later] - published[p.earlier]).total_seconds() * 1000 <= window_ms
     ]
     windowed = score(runs[0], in_window, similarity)
+    kafka_section = (
+        None
+        if delivered is None
+        else _kafka_section(delivered, runs[0], runs[2], feed.articles, args.kafka_window)
+    )
 
     corpus_pairs = sum(p.kind == CORPUS_KIND for p in feed.pairs)
     copies = sum(a.origin_id is not None for a in feed.articles)
@@ -117,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
             "pairs_beyond_window": beyond,
             "recall": windowed.recall,
         }
+        if kafka_section is not None:
+            doc["through_kafka"] = kafka_section
         print(json.dumps(doc, indent=2))
     else:
         print(report.to_text(summary, scores))
@@ -127,12 +197,71 @@ def run(args: argparse.Namespace) -> int:
                 f"design; recall over the other {len(in_window):,}: {windowed.recall:.3f}. "
                 f"{check.WHOLE_FEED_SYSTEM} ran with a window holding the whole feed."
             )
+        if kafka_section is not None:
+            print("\n" + _kafka_text(kafka_section))
     if args.plot is not None:
         report.plot(summary, scores, args.plot)
     failed = [s for s in scores if s.error]
     for s in failed:
         print(f"newsdedup eval: {s.system} failed: {s.error}", file=sys.stderr)
+    if delivered is not None and delivered.undecided:
+        print(
+            f"newsdedup eval: the service left {delivered.undecided:,} articles undecided",
+            file=sys.stderr,
+        )
+        return 1
     return 1 if failed else 0
+
+
+def _kafka_section(delivered, checked, served, articles, window: str) -> dict:
+    """What the service delivered, and how its answers compare with check's on the feed."""
+    from dataclasses import asdict
+
+    from consumer.evaluation.through_kafka import matched_later
+
+    differ = (
+        None
+        if checked.error or served.error
+        else sum(a != b for a, b in zip(checked.decisions, served.decisions, strict=True))
+    )
+    return {
+        **asdict(delivered),
+        "window": window,
+        "differ_from_check": differ,
+        "check_matched_later": None if checked.error else matched_later(checked, articles),
+    }
+
+
+def _kafka_text(k: dict) -> str:
+    role = (
+        "`newsdedup run`"
+        if k["role"] == "all"
+        else "3 `run --role fingerprint` + 1 `run --role decide`"
+    )
+    stopped = "SIGKILL" if k["restart"] == "kill" else "SIGTERM"
+    differ = "n/a" if k["differ_from_check"] is None else f"{k['differ_from_check']:,}"
+    too_late = (
+        " (all of them: the restart came too late to matter; try a larger feed or a smaller "
+        "[kafka] batch_max_messages)"
+        if k["decided_before_restart"] >= k["articles"]
+        else ""
+    )
+    return " ".join(
+        [
+            f"newsdedup-kafka: {role}, {k['delivery']}, window {k['window']},",
+            f"{k['partitions']} partitions (articles spread at random),",
+            f"a backlog of {k['articles']:,} articles;",
+            f"stopped ({stopped}, exit codes {k['restart_exit_codes']}) and started again",
+            f"after {k['decided_before_restart']:,} were answered{too_late}.",
+            f"Read back: {k['records']:,} decision records;",
+            f"{k['decided']:,} articles decided, {k['rejected']:,} dead-lettered,",
+            f"{k['undecided']:,} undecided; {k['repeated']:,} records repeat their article's",
+            f"answer, {k['changed']:,} change it, {k['foreign']:,} are for no article of the feed.",
+            f"Latest decisions: {k['late']:,} late, {k['matched_later']:,} flagged as copies of",
+            f"a later-published article (check: {k['check_matched_later']}),",
+            f"{differ} differ from check's.",
+        ]
+    )
 
 
 def _run_pairs(args: argparse.Namespace, baselines: list[str]) -> int:

@@ -35,6 +35,22 @@ class ContractError(Exception):
     """The check command's output does not follow the decision contract."""
 
 
+def decision_from_record(record: object) -> Decision:
+    """One decision (a `check` line or an output topic record, parsed), checked against the
+    contract."""
+    try:
+        verdict = DecisionKind(record["decision"])  # type: ignore[index]
+        article_id = record["id"]  # type: ignore[index]
+        matched = record.get("matched_id")  # type: ignore[union-attr]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ContractError(repr(e)) from None
+    if not isinstance(article_id, str):
+        raise ContractError(f"id {article_id!r} is not a string")
+    if verdict is not DecisionKind.UNIQUE and not isinstance(matched, str):
+        raise ContractError(f"{verdict} without a matched_id")
+    return Decision(article_id, verdict, matched if isinstance(matched, str) else None)
+
+
 def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[Decision, ...]:
     """Decisions in feed order, checked against the contract line by line. A line marked
     `"correction": true` replaces the decision of its id (the latest decision per id counts,
@@ -72,20 +88,14 @@ def _parse_in_order(lines: Sequence[str], articles: Sequence[Article]) -> tuple[
     decisions = []
     for n, (line, article) in enumerate(zip(lines, articles, strict=True), 1):
         try:
-            record = json.loads(line)
-            verdict = DecisionKind(record["decision"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            decision = decision_from_record(json.loads(line))
+        except json.JSONDecodeError as e:
             raise ContractError(f"decision line {n}: {e!r}") from None
-        if record.get("id") != article.id:
-            raise ContractError(
-                f"decision line {n} is for {record.get('id')!r}, not {article.id!r}"
-            )
-        matched = record.get("matched_id")
-        if verdict is not DecisionKind.UNIQUE and not isinstance(matched, str):
-            raise ContractError(f"decision line {n}: {verdict} without a matched_id")
-        decisions.append(
-            Decision(article.id, verdict, matched if isinstance(matched, str) else None)
-        )
+        except ContractError as e:
+            raise ContractError(f"decision line {n}: {e}") from None
+        if decision.id != article.id:
+            raise ContractError(f"decision line {n} is for {decision.id!r}, not {article.id!r}")
+        decisions.append(decision)
     return tuple(decisions)
 
 

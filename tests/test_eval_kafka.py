@@ -1,0 +1,108 @@
+"""`newsdedup eval --through-kafka` on the real broker: a small CCTV feed spread over 3
+partitions, produced as a backlog, decided by the real service restarted midway, read back
+(latest decision per article) and scored with the same code as `check`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from consumer import cli
+from consumer.corpus import shared_data_dir
+from consumer.evaluation.feed import Article
+from consumer.evaluation.through_kafka import partition_of_each
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+CORPUS = shared_data_dir() / "zh_cctv_xwlb_2022_2026.jsonl.gz"
+ARTICLES, EDITS = 240, 60
+
+
+def test_articles_are_spread_over_every_partition_the_same_way_for_a_seed() -> None:
+    articles = [Article(str(i), "", "", None) for i in range(300)]  # type: ignore[arg-type]
+    spread = partition_of_each(articles, 3, seed=0)
+    assert spread == partition_of_each(articles, 3, seed=0)
+    assert spread != partition_of_each(articles, 3, seed=1)
+    assert all(spread.count(p) > 60 for p in range(3))
+
+
+@pytest.mark.parametrize(
+    ("role", "delivery", "restart"),
+    [
+        ("all", "exactly_once", "term"),
+        ("scaleout", "at_least_once", "kill"),
+    ],
+)
+def test_through_kafka_decides_every_article_once_and_is_scored_like_check(
+    kafka_bootstrap: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    role: str,
+    delivery: str,
+    restart: str,
+) -> None:
+    # Small batches, so that a restart at half the feed lands in the middle of the work.
+    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
+    argv = [
+        "eval",
+        *("--data", str(CORPUS), "--limit", str(ARTICLES), "--edits", str(EDITS)),
+        *("--baselines", "none", "--json", "--through-kafka", "--partitions", "3"),
+        *("--role", role, "--delivery", delivery, "--restart", restart),
+        *("--bootstrap-servers", kafka_bootstrap),
+    ]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    systems = {s["system"]: s for s in report["systems"]}
+    checked, served = systems["newsdedup"], systems["newsdedup-kafka"]
+    assert served["error"] is None
+
+    kafka = report["through_kafka"]
+    total = ARTICLES + EDITS
+    assert kafka["articles"] == total == served["articles"]
+    # Every article answered, by a decision of its own key; none dead-lettered or forgotten.
+    assert (kafka["decided"], kafka["rejected"], kafka["undecided"]) == (total, 0, 0)
+    assert kafka["foreign"] == 0
+    # The restart came in the middle, and a SIGTERM'd service stops cleanly.
+    assert total // 2 <= kafka["decided_before_restart"] < total
+    assert kafka["restart_exit_codes"] == ([0] if restart == "term" else [None] * 4)
+    if delivery == "exactly_once":
+        # Read committed: no article's answer is ever delivered twice; a record beyond an
+        # article's first can only be one that changes its answer (a correction).
+        assert kafka["repeated"] == 0
+        assert kafka["records"] == total + kafka["changed"]
+    else:
+        assert kafka["records"] == total + kafka["repeated"] + kafka["changed"]
+
+    # Scored like check: the same pairs, the same measures, per kind of pair too.
+    assert served["pairs"] == checked["pairs"] == EDITS
+    assert set(served["recall_by_kind"]) == set(checked["recall_by_kind"])
+    assert served["precision"] is not None and served["recall"] is not None
+    assert served["flagged"] - served["wrongly_flagged"] >= 0
+    # In publish order, check never flags an article as a copy of a later one.
+    assert kafka["check_matched_later"] == 0
+    assert kafka["differ_from_check"] is not None
+
+
+def test_on_one_partition_the_service_answers_exactly_as_check(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The instrument's control: one partition is read in publish order, as check reads its
+    file, so whatever the restart, every latest decision and every score is check's."""
+    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
+    argv = [
+        "eval",
+        *("--data", str(CORPUS), "--limit", "120", "--edits", "30", "--baselines", "none"),
+        *("--json", "--through-kafka", "--partitions", "1"),
+        *("--bootstrap-servers", kafka_bootstrap),
+    ]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    systems = {s["system"]: s for s in report["systems"]}
+    kafka = report["through_kafka"]
+    assert kafka["decided"] == 150 and kafka["decided_before_restart"] < 150
+    assert kafka["differ_from_check"] == 0
+    assert kafka["late"] == 0 and kafka["matched_later"] == 0
+    checked, served = systems["newsdedup"], systems["newsdedup-kafka"]
+    for measure in ("precision", "recall", "flagged", "wrongly_flagged", "recall_by_kind"):
+        assert served[measure] == checked[measure], measure
