@@ -64,14 +64,13 @@ def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[
     position = {d.id: i for i, d in enumerate(decisions)}
     updated = list(decisions)
     for n, line in corrections:
-        record = json.loads(line)
-        if record.get("id") not in position:
-            raise ContractError(f"decision line {n} corrects {record.get('id')!r}, not decided")
-        verdict = DecisionKind(record["decision"])
-        matched = record.get("matched_id")
-        updated[position[record["id"]]] = Decision(
-            record["id"], verdict, matched if isinstance(matched, str) else None
-        )
+        try:
+            decision = decision_from_record(json.loads(line))
+        except ContractError as e:
+            raise ContractError(f"decision line {n}: {e}") from None
+        if decision.id not in position:
+            raise ContractError(f"decision line {n} corrects {decision.id!r}, never decided")
+        updated[position[decision.id]] = decision
     return tuple(updated)
 
 
