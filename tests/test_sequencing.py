@@ -39,7 +39,7 @@ def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_do
     for offset, (source, t) in enumerate([(1, 50), (1, 60), (0, 10), (0, 55), (1, 70)]):
         seq.add(*_record(offset, source, t))
     seq.caught_up(0)
-    released = [m.source.offset for m, _ in seq.release(limit=3)]
+    released = [m.source.offset for m, _, _ in seq.release(limit=3)]
     assert released == [2, 0, 3]  # times 10, 50, 55
     commits = seq.commits()
     # Offset 1 (time 60) is the first still held: the commit stands there and names 2 and 3.
@@ -52,7 +52,7 @@ def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_do
         if offset >= 1:
             again.add(*_record(offset, source, t))
     again.caught_up(0)
-    assert [m.source.offset for m, _ in again.release(limit=10)] == [1, 4]
+    assert [m.source.offset for m, _, _ in again.release(limit=10)] == [1, 4]
     assert again.commits() == {0: (5, "")}
 
 
@@ -67,7 +67,7 @@ def test_a_failed_batch_is_read_again_from_the_last_commit():
     for offset in range(3):
         seq.add(*_record(offset, 0, offset))
     seq.caught_up(0)
-    assert [m.source.offset for m, _ in seq.release(limit=10)] == [0, 1, 2]
+    assert [m.source.offset for m, _, _ in seq.release(limit=10)] == [0, 1, 2]
 
 
 def test_a_commit_that_would_name_too_much_lets_the_held_record_go():

@@ -38,7 +38,7 @@ from consumer.metrics import Metrics
 from consumer.pipeline import Message, wall_clock_ms
 from consumer.roles.common import RoleService
 from consumer.roles.domains import CHANGELOG_POSITION, DomainStores
-from consumer.roles.sequencing import Sequencer
+from consumer.roles.sequencing import Sequencer, Timed
 from consumer.roles.wire import (
     Fingerprinted,
     WireError,
@@ -107,18 +107,25 @@ class DecideStage:
             return None
 
     def decide(self, messages: Sequence[Message]) -> DecideBatch:
-        """`messages` decided in the order given (tests and tools)."""
-        entries = [(m, f) for m in messages if (f := self.decode(m)) is not None]
+        """`messages` decided in the order given, each at its own time (tests and tools)."""
+        entries = [
+            (m, f, f.item.event_time_ms) for m in messages if (f := self.decode(m)) is not None
+        ]
         return self.decide_entries(entries)
 
-    def decide_entries(self, items: Sequence[tuple[Message, Fingerprinted]]) -> DecideBatch:
+    def decide_entries(self, timed: Sequence[Timed]) -> DecideBatch:
+        """Decide in the order given; each domain's watermark follows the entries' stream
+        times, never a record's own date (roles/sequencing.py)."""
         t0 = time.perf_counter()
+        items = [(m, f) for m, f, _ in timed]
+        stream_times = [t for _, _, t in timed]
         grouped: dict[tuple[int, str], list] = {}
         for m, f in items:
             grouped.setdefault((m.source.partition, f.domain), []).append(f.item)
         batches: dict[tuple[int, str], Batch] = {}
         for (partition, domain), mine in grouped.items():
-            batch = batches[(partition, domain)] = self.stores.store(partition, domain).begin()
+            store = self.stores.store(partition, domain)
+            batch = batches[(partition, domain)] = store.begin(watermark_follows_puts=False)
             batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in mine])
             batch.prefetch_records([a.id for a in mine])
             if partition in self.delivered:
@@ -127,8 +134,10 @@ class DecideStage:
         outcomes: list[Decision] = []
         changes: list[Change] = []
         corrections: list[Decision] = []
-        for m, f in items:
+        for (m, f), stream_time in zip(items, stream_times, strict=True):
             batch = batches[(m.source.partition, f.domain)]
+            if stream_time is not None:
+                batch.advance_watermark(stream_time)
             decision, corrected = decide(batch, f.item, f.source, now_ms, self.rules)
             outcomes.append(decision)
             corrections += corrected
@@ -256,7 +265,7 @@ class DecideService(RoleService):
                     break
                 offsets = [TopicPartition(topic, p, o, metadata=md) for p, (o, md) in moved.items()]
                 decide = partial(self.stage.decide_entries, entries)
-                batch = [m for m, _ in entries]
+                batch = [m for m, _, _ in entries]
                 if self._process(batch, decide, consumer, checkpoint, polled_at, offsets):
                     self.sequencer.committed(moved)
                     self._last_commits.update(moved)

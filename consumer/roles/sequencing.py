@@ -31,6 +31,8 @@ MAX_DONE_CHARS = 3_000
 _PREFIX = "done:"
 
 Entry = tuple[Message, Fingerprinted]
+# An entry released, with its stream time (None: it moves no watermark).
+Timed = tuple[Message, Fingerprinted, int | None]
 
 
 def encode_done(base: int, offsets: Iterable[int]) -> str:
@@ -138,20 +140,21 @@ class Sequencer:
         p = self._partitions.get(partition)
         return 0 if p is None else len(p.queued_offsets)
 
-    def release(self, limit: int) -> list[Entry]:
-        """Entries to decide now, in each partition's event-time order."""
-        out: list[Entry] = []
+    def release(self, limit: int) -> list[Timed]:
+        """Entries to decide now, in each partition's event-time order, each with the stream
+        time its domain's watermark may move to."""
+        out: list[Timed] = []
         for p in self._partitions.values():
             for r in p.order.release(max(limit - len(out), 0)):
                 self._mark_done(p, r.item)
-                out.append(r.item)
+                out.append((*r.item, r.time_ms))
             # A commit that could no longer name what it has done decides the record holding
             # it back now, out of order, rather than stop.
             while p.queued_offsets and self._done_chars(p) > MAX_DONE_CHARS:
                 lowest = min(p.queued_offsets)
                 entry = p.order.pop_partition(p.queued_offsets[lowest])
                 self._mark_done(p, entry)
-                out.append(entry)
+                out.append((*entry, None))
         return out
 
     def commits(self) -> dict[int, tuple[int, str]]:
