@@ -80,6 +80,8 @@ class Service:
         self._last_memory_release = time.monotonic()
         self.http: HealthServer | None = None
         self._admin: AdminClient | None = None
+        # The worker pool while it runs: a stop that gives up must end it (_abandon_stop).
+        self._analyzer: Analyzer | None = None
 
     def request_stop(self) -> None:
         """Finish the batch in hand, commit, close. Should the broker keep that from ending
@@ -103,6 +105,9 @@ class Service:
             waited_s=waited_s,
         )
         logging.shutdown()
+        # os._exit skips the pool's clean-up: its workers would outlive the service.
+        if self._analyzer is not None:
+            self._analyzer.kill()
         os._exit(EXIT_STOP_TIMEOUT)
 
     def run(self) -> int:
@@ -125,6 +130,7 @@ class Service:
                 ) as analyzer,
                 open_index(self.config.index) as store,
             ):
+                self._analyzer = analyzer
                 self.health.index_open = True
                 self._refresh_index_stats(store)
                 try:
