@@ -144,8 +144,8 @@ class _WorkerProcess(multiprocessing.context.SpawnProcess):
 
 
 class _Pool(multiprocessing.pool.Pool):
-    @staticmethod
     # The factory Pool calls for each worker.
+    @staticmethod
     def Process(ctx, *args, **kwds):
         return _WorkerProcess(*args, **kwds)
 
