@@ -36,6 +36,7 @@ from consumer.kafka_clients import (
     admin_config,
     consumer_config,
     ensure_output_topics,
+    group_instance_id,
     producer_config,
     topic_partitions,
 )
@@ -82,6 +83,9 @@ class Service:
         self._admin: AdminClient | None = None
         # The worker pool while it runs: a stop that gives up must end it (_abandon_stop).
         self._analyzer: Analyzer | None = None
+        self.group_instance_id = group_instance_id(
+            config.scaleout.instance_id, config.metrics.listen
+        )
 
     def request_stop(self) -> None:
         """Finish the batch in hand, commit, close. Should the broker keep that from ending
@@ -117,6 +121,7 @@ class Service:
             logging.INFO,
             "starting",
             listen=self.config.metrics.listen,
+            instance=self.group_instance_id,
             delivery=self.config.kafka.delivery,
             input=self.config.kafka.input_topic,
             output=self.config.kafka.output_topic,
@@ -172,7 +177,13 @@ class Service:
         self._input_partitions = partitions
         self._ensure_topics(admin)
         consumer = Consumer(
-            {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
+            {
+                # Static membership; [kafka.client] may still set its own.
+                "group.instance.id": self.group_instance_id,
+                **consumer_config(kafka),
+                "error_cb": self._on_error,
+                "stats_cb": self._on_stats,
+            }
         )
         checkpoint = None
         try:

@@ -154,6 +154,7 @@ class RoleService(Service):
             input=kafka.input_topic,
             output=kafka.output_topic,
             group=kafka.group_id,
+            instance=self.group_instance_id,
             listen=self.config.metrics.listen,
         )
         try:
@@ -176,7 +177,13 @@ class RoleService(Service):
         self._input_partitions = partitions
         self._ensure_topics(admin)
         consumer = Consumer(
-            {**consumer_config(kafka), "error_cb": self._on_error, "stats_cb": self._on_stats}
+            {
+                # Static membership; [kafka.client] may still set its own.
+                "group.instance.id": self.group_instance_id,
+                **consumer_config(kafka),
+                "error_cb": self._on_error,
+                "stats_cb": self._on_stats,
+            }
         )
         checkpoint = None
         try:
