@@ -19,6 +19,7 @@ from consumer.kafka_clients import (
     common_config,
     topic_partitions,
 )
+from consumer.logs import setup_logging
 from consumer.progress import Progress
 
 
@@ -45,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_produce(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    # librdkafka's warnings come through logging (kafka_clients.LibrdkafkaLog).
+    setup_logging(config.log.level, config.log.format)
     kafka = config.kafka
     check_client_settings(kafka)
     settings = common_config(kafka)
