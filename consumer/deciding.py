@@ -151,6 +151,12 @@ def decide(
     )
 
 
+def processed_at_ms(payload: bytes) -> int | None:
+    """When the decision stored in `payload` was first made; None for a payload that is not
+    the service's (an index written by other code)."""
+    return _PAYLOAD.unpack(payload)[0] if len(payload) == _PAYLOAD.size else None
+
+
 def _from_record(record: ArticleRecord, source: Source) -> Decision:
     (processed_at_ms,) = _PAYLOAD.unpack(record.payload)
     return Decision(

@@ -76,6 +76,8 @@ class Service:
         self._last_error_log: dict[int, float] = {}
         self._input_partitions = 0
         self._decided_since_log = 0
+        # Seconds spent on batches (poll to durable) since the last throughput line.
+        self._busy_since_log = 0.0
         self._last_throughput_log = time.monotonic()
         self._last_stats = 0.0
         self._last_memory_release = time.monotonic()
@@ -368,6 +370,7 @@ class Service:
         if latest_event is not None:
             m.event_lag_seconds.set(max(0.0, (wall_clock_ms() - latest_event) / 1000))
         self._decided_since_log += len(decided.outcomes)
+        self._busy_since_log += durable - polled_at
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -383,17 +386,25 @@ class Service:
         if now - self._last_memory_release >= _RELEASE_MEMORY_S:
             self._last_memory_release = now
             release_free_memory()
-        if now - self._last_throughput_log >= _THROUGHPUT_LOG_S:
-            rate = self._decided_since_log / (now - self._last_throughput_log)
-            log_event(
-                log,
-                logging.INFO,
-                "throughput",
-                messages=self._decided_since_log,
-                per_second=round(rate, 1),
-            )
-            self._decided_since_log = 0
-            self._last_throughput_log = now
+        self._log_throughput(now)
+
+    def _log_throughput(self, now: float) -> None:
+        if now - self._last_throughput_log < _THROUGHPUT_LOG_S:
+            return
+        # The rate of the work itself: over the whole interval, a quiet feed read as a slow one.
+        busy = self._busy_since_log
+        log_event(
+            log,
+            logging.INFO,
+            "throughput",
+            messages=self._decided_since_log,
+            busy_s=round(busy, 1),
+            interval_s=round(now - self._last_throughput_log, 1),
+            per_second=round(self._decided_since_log / busy, 1) if busy > 0 else 0.0,
+        )
+        self._decided_since_log = 0
+        self._busy_since_log = 0.0
+        self._last_throughput_log = now
 
     def _refresh_index_stats(self, store: IndexStore) -> None:
         self._last_stats = time.monotonic()

@@ -1,8 +1,10 @@
 """`newsdedup check`: the service's pipeline on a JSONL file, without Kafka.
 
 One decision line per valid input line, in input order, with the same schema as the output
-topic; `source` names the file, partition 0 and the 0-based line number. Invalid lines are
-reported (or written to --dlq) and counted, never silently dropped.
+topic; `source` names the file, partition 0 and, as `offset`, the line's 0-based index: the
+offset `produce` gives it on an empty one-partition topic, so `check` and `run` decisions
+compare. Rejections name the 1-based line, as editors count, and the offset. Invalid lines
+are reported (or written to --dlq) and counted, never silently dropped.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ def _batches(path: str) -> Iterator[list[Message]]:
 
 
 def _report_rejection(rejection: Rejection, dlq) -> None:
-    where = f"{rejection.message.source.topic}:{rejection.message.source.offset + 1}"
+    offset = rejection.message.source.offset
+    where = f"{rejection.message.source.topic}:{offset + 1} (offset {offset})"
     if dlq is None:
         print(
             f"check: {where}: rejected ({rejection.invalid.reason}): {rejection.invalid.detail}",
@@ -141,7 +144,8 @@ def _report_rejection(rejection: Rejection, dlq) -> None:
         )
         return
     record = {
-        "line": rejection.message.source.offset + 1,
+        "line": offset + 1,
+        "offset": offset,
         "reason": str(rejection.invalid.reason),
         "detail": rejection.invalid.detail,
         "value": (rejection.message.value or b"").decode("utf-8", errors="replace"),

@@ -37,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the edits (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", type=Path, help="write a precision/recall PNG here")
-    parser.add_argument("--config", type=Path, help="configuration passed to `newsdedup check`")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="configuration passed to `newsdedup check`"
+    )
     parser.set_defaults(handler=run)
 
 

@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rate", type=float, default=0.0, help="messages per second (default: as fast as possible)"
     )
-    p.add_argument("--limit", type=int, help="stop after this many messages")
+    p.add_argument("--limit", type=int, help="stop after this many messages (default: all)")
     p.set_defaults(handler=run_produce)
 
 
