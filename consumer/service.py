@@ -50,6 +50,9 @@ from indexstore import IndexStore
 log = logging.getLogger("newsdedup.service")
 
 _FATAL_CODES = REFUSAL_CODES
+# A consumer's own fatal errors arrive as records: _FATAL (with fatal() false on the record),
+# e.g. a static member fenced by a newer one with the same group.instance.id.
+_CONSUMER_FATAL_CODES = _FATAL_CODES | {KafkaError._FATAL, KafkaError.FENCED_INSTANCE_ID}
 _STATS_REFRESH_S = 10.0
 # How often freed memory is handed back to the OS (consumer/memory.py says why).
 _RELEASE_MEMORY_S = 30.0
@@ -283,7 +286,7 @@ class Service:
         for record in records:
             error = record.error()
             if error is not None:
-                if error.fatal() or error.code() in _FATAL_CODES:
+                if error.fatal() or error.code() in _CONSUMER_FATAL_CODES:
                     self._fatal = error.str()
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log_event(log, logging.WARNING, "consume error", error=error.str())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import time
 
 import pytest
@@ -20,6 +21,8 @@ from service_support import (
     wait_until,
 )
 from test_service_faults import corpus_feed
+
+from consumer.kafka_clients import group_instance_id
 
 pytestmark = pytest.mark.kafka
 
@@ -123,3 +126,37 @@ def test_restart_after_sigkill_gets_its_partitions_back_at_once(
         )
         assert service.stop() == 0
     decisions_by_id(records, {a["id"] for a in feed}, delivery)
+
+
+def test_default_instance_ids_are_stable_and_differ_per_metrics_port() -> None:
+    first = group_instance_id("", "0.0.0.0:9108")
+    assert first == group_instance_id("", "0.0.0.0:9108") == f"{socket.gethostname()}-9108"
+    assert group_instance_id("", "127.0.0.1:9109") != first
+    assert group_instance_id("edge-3", "0.0.0.0:9108") == "edge-3"
+
+
+def test_two_instances_sharing_an_instance_id_the_older_stops_with_one_line(
+    kafka_bootstrap, topics, tmp_path
+):
+    """A static member fenced by a newer one with its id must stop, not idle as a zombie."""
+
+    def instance(name: str) -> ServiceProcess:
+        return ServiceProcess(
+            kafka_bootstrap,
+            topics,
+            tmp_path / name,
+            tmp_path / f"{name}.log",
+            group_id="shared-id",
+            scaleout_instance_id="same",
+        )
+
+    with instance("older") as older:
+        wait_until(lambda: "partitions assigned" in older.log(), 90, what="assignment")
+        with instance("newer") as newer:
+            wait_until(lambda: not older.running(), 60, what="the older instance to stop")
+            assert older.process.returncode == 2, older.log()[-3000:]
+            errors = [line for line in older.log().splitlines() if "newsdedup: error:" in line]
+            assert len(errors) == 1 and "fenced" in errors[0], older.log()[-3000:]
+            older.process = None
+            assert newer.running()
+            assert newer.stop() == 0
