@@ -71,6 +71,9 @@ def test_group_signal_idle_and_mid_batch_exits_zero_at_once(
             tmp_path / f"{name}.log",
             group_id=group,
             delivery=delivery,
+            # One instance, restarted: each ServiceProcess has a metrics port of its own, which
+            # would make each start a new static member, waiting out the last one's session.
+            scaleout_instance_id=group,
         )
 
     head, tail = feed[:300], feed[300:]
@@ -82,8 +85,9 @@ def test_group_signal_idle_and_mid_batch_exits_zero_at_once(
     busy = service("busy").start(own_group=True)
     produce(kafka_bootstrap, topics.input, tail)
     # Past the head's decisions: the tail is being worked on when the signal comes.
-    read_all(kafka_bootstrap, topics.output, expected=len(head) + 1, settle=0, service=busy)
+    seen = read_all(kafka_bootstrap, topics.output, expected=len(head) + 1, settle=0, service=busy)
     stop_group(busy, signum)
+    assert len(seen) < len(feed), "the feed was done before the signal: not mid-batch"
 
     with service("rest") as rest:
         records = read_all(
