@@ -15,6 +15,8 @@ PIP := $(VENV)/bin/python -m pip --disable-pip-version-check
 # chatter is shown only when the install fails.
 SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven
+# What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
+DEMO_DEPS := java:default-jre-headless mvn:maven
 LINT_PATHS := consumer indexstore tests
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -56,7 +58,7 @@ audit: venv
 
 system-deps:
 	@missing=""; \
-	for dep in $(SYSTEM_DEPS); do \
+	for dep in $(or $(DEPS),$(SYSTEM_DEPS)); do \
 		command -v "$${dep%%:*}" >/dev/null || missing="$$missing $${dep#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -82,6 +84,7 @@ test: venv system-deps audit
 	exit $$rc
 
 demo: venv
+	@$(MAKE) --no-print-directory system-deps DEPS="$(DEMO_DEPS)"
 	@scripts/demo
 
 lint: venv

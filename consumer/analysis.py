@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.context
+import multiprocessing.pool
 import os
+import signal
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -108,11 +113,44 @@ class _Worker:
 
 
 _process_worker: _Worker | None = None
+# How often a worker checks that the service that started it still runs.
+_PARENT_CHECK_S = 1.0
 
 
 def _init_process(input_config: InputConfig, options: FingerprintOptions) -> None:
     global _process_worker
+    # A stop signal sent to the whole process group (`kill -- -PGID`, `timeout`, systemd)
+    # reaches the workers too. The service ends them itself once its batch is done; dying
+    # here would lose a chunk in flight, or, idle, die holding the pool's task-queue lock, on
+    # which the pool's shutdown then waits for ever. SIGINT would print a traceback each.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _exit_with_parent(os.getppid())
     _process_worker = _Worker(input_config, options)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit when the service is gone (SIGKILL): a worker waits on its task queue for ever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    # The workers ignore SIGTERM (see _init_process): ending the pool takes SIGKILL.
+    def terminate(self) -> None:
+        self.kill()
+
+
+class _Pool(multiprocessing.pool.Pool):
+    # The factory Pool calls for each worker.
+    @staticmethod
+    def Process(ctx, *args, **kwds):
+        return _WorkerProcess(*args, **kwds)
 
 
 def _analyze_chunk(works: Sequence[Work]) -> list[Analyzed | Invalid]:
@@ -144,9 +182,11 @@ class Analyzer:
         self.workers = workers or os.cpu_count() or 1
         # spawn, not fork: the parent holds librdkafka threads and RocksDB handles that a
         # forked child must not inherit.
-        ctx = multiprocessing.get_context("spawn")
-        self._pool = ctx.Pool(
-            self.workers, initializer=_init_process, initargs=(input_config, options)
+        self._pool = _Pool(
+            self.workers,
+            initializer=_init_process,
+            initargs=(input_config, options),
+            context=multiprocessing.get_context("spawn"),
         )
 
     def analyze(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
@@ -173,6 +213,14 @@ class Analyzer:
         return self._pool.imap(
             _analyze_chunk, [works[i : i + size] for i in range(0, len(works), size)]
         )
+
+    def kill(self) -> None:
+        """End the workers at once, from any thread, without the pool's locks: for a process
+        about to exit without its clean-up (os._exit), which would leave them running."""
+        pool = self._pool
+        for process in getattr(pool, "_pool", None) or ():
+            if process.exitcode is None:
+                process.kill()
 
     def close(self) -> None:
         if self._pool is not None:

@@ -202,6 +202,12 @@ def _decision(
     )
 
 
+def processed_at_ms(payload: bytes) -> int | None:
+    """When the decision stored in `payload` was first made; None for a payload that is not
+    the service's (an index written by other code)."""
+    return _PAYLOAD.unpack(payload)[0] if len(payload) == _PAYLOAD.size else None
+
+
 def _from_record(record: ArticleRecord, source: Source) -> Decision:
     """The stored decision again, as first made (only `source` names the message answered)."""
     (processed_at_ms,) = _PAYLOAD.unpack(record.payload)

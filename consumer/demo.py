@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / ".demo"
 KAFKA_PORT = int(os.environ.get("DEMO_KAFKA_PORT", "19092"))
 METRICS_PORT = int(os.environ.get("DEMO_METRICS_PORT", "19108"))
+# The broker's KRaft controller takes a port too (kafka-local: the client port + 1): never the
+# metrics port.
+CONTROLLER_PORT = KAFKA_PORT + (1 if KAFKA_PORT + 1 != METRICS_PORT else 2)
 STORIES = int(os.environ.get("DEMO_STORIES", "400"))
 INPUT, OUTPUT, DLQ = "demo.news.raw", "demo.news.decisions", "demo.news.dlq"
 CATCH_UP_TIMEOUT_S = 300
@@ -42,6 +45,7 @@ def main() -> int:
     kafka_env = {
         **os.environ,
         "KAFKA_PORT": str(KAFKA_PORT),
+        "KAFKA_CONTROLLER_PORT": str(CONTROLLER_PORT),
         "KAFKA_DATA_DIR": str(WORK / "kafka"),
         "PYTHON": sys.executable,
     }

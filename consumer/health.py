@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from consumer.errors import ConfigError
 from consumer.metrics import Metrics
 
 
@@ -53,7 +54,13 @@ class HealthServer:
         self.state = state
         self.metrics = metrics
         handler = _make_handler(state, metrics)
-        self._server = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), handler)
+        try:
+            self._server = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), handler)
+        except OSError as e:
+            # A port taken by another process is an operator's fix: one line, no traceback.
+            raise ConfigError(
+                f"option [metrics] listen: cannot listen on {listen}: {e.strerror or e}"
+            ) from None
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
 

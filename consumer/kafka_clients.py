@@ -7,8 +7,10 @@ can add security and tuning; the settings correctness depends on are applied las
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -40,6 +42,47 @@ REFUSAL_CODES = frozenset(
         KafkaError._SSL,
     }
 )
+
+
+class LibrdkafkaLog:
+    """librdkafka's own log lines, through the service's logging (confluent-kafka calls `log`
+    from poll and consume) instead of raw `%3|…|FAIL|…` lines on stderr: one structured line
+    per facility (FAIL, GETPID…) every `every_s` at most, with the count of those held back,
+    one level below librdkafka's, as whatever needs acting on also reaches error_cb, which
+    the caller reports in its own words. An unreachable broker is otherwise ~15 lines a
+    second."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def log(self, level: int, _format: str, facility: str, client: str, text: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(facility, -self.every_s) < self.every_s:
+                self._held[facility] = self._held.get(facility, 0) + 1
+                return
+            self._last[facility] = now
+            held = self._held.pop(facility, 0)
+        fields: dict[str, object] = {"facility": facility, "client": client}
+        if held:
+            fields["held_back"] = held
+        fields["message"] = _THREAD_PREFIX.sub("", text)
+        log_event(_librdkafka_log, _quieter(level), "librdkafka", **fields)
+
+
+def _quieter(level: int) -> int:
+    if level >= logging.ERROR:
+        return logging.WARNING
+    return logging.INFO if level >= logging.WARNING else logging.DEBUG
+
+
+_librdkafka_log = logging.getLogger("newsdedup.librdkafka")
+_THREAD_PREFIX = re.compile(r"^\[thrd:[^\]]*\]: ")
+# One for every client of the process: the limit is per facility, whichever client logs.
+LIBRDKAFKA_LOG = LibrdkafkaLog()
 
 
 class TopicError(NewsdedupError):
@@ -86,10 +129,11 @@ def check_client_settings(config: KafkaConfig) -> None:
         ) from None
 
 
-def common_config(config: KafkaConfig) -> dict[str, str]:
+def common_config(config: KafkaConfig) -> dict[str, object]:
     return {
         "bootstrap.servers": config.bootstrap_servers,
         "client.id": f"newsdedup-{socket.gethostname()}",
+        "logger": LIBRDKAFKA_LOG,
         **config.client,
     }
 
@@ -109,6 +153,18 @@ def consumer_config(config: KafkaConfig) -> dict:
         # revoke costs nothing, and it avoids cooperative-sticky's manual-commit pitfalls.
         "partition.assignment.strategy": "range",
     }
+
+
+def group_instance_id(instance_id: str, metrics_listen: str) -> str:
+    """This instance's static name in its consumer group (`group.instance.id`): [scaleout]
+    instance_id, else the host name and the metrics port, which no two instances on one host
+    can share. It stays the same over restarts, so a restarted instance takes its own place
+    back at once instead of waiting out the dead one's session (45 s by default)."""
+    if instance_id:
+        return instance_id
+    port = metrics_listen.rpartition(":")[2]
+    # An ephemeral port is not stable; the process id at least keeps instances apart.
+    return f"{socket.gethostname()}-{port if port not in ('', '0') else os.getpid()}"
 
 
 def producer_config(config: KafkaConfig) -> dict:

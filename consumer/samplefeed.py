@@ -155,7 +155,7 @@ class _Story:
     sentences: tuple[str, ...]
 
 
-def _story(rng: random.Random, n: int) -> _Story:
+def _story(rng: random.Random, key: str) -> _Story:
     lang = "zh" if rng.random() < 0.7 else "en"
     if lang == "zh":
         cities, orgs, topics, sentences, days = (
@@ -191,7 +191,7 @@ def _story(rng: random.Random, n: int) -> _Story:
         title = f"{slots['city']}{slots['org']}部署{slots['topic']}"
     else:
         title = f"{slots['city']}: {slots['org']} backs {slots['topic']}".capitalize()
-    return _Story(f"s{n}", lang, title, body)
+    return _Story(key, lang, title, body)
 
 
 def _edited(story: _Story, rng: random.Random) -> tuple[str, str, str]:
@@ -238,7 +238,8 @@ def generate_feed(
     clock = start or datetime(2026, 11, 22, 0, 0, tzinfo=UTC)
     messages: list[tuple[datetime, dict]] = []
     for n in range(stories):
-        story = _story(rng, n)
+        # The seed is part of every id: another seed's feed is other articles, not updates.
+        story = _story(rng, f"{seed}s{n}")
         published = clock + timedelta(seconds=rng.randint(0, 36 * 3600))
         outlet = "wire"
         messages.append(
@@ -276,7 +277,7 @@ def generate_feed(
     messages.sort(key=lambda m: m[0])
     invalid_at = {
         len(messages) // 3: {"title": "an article without an id"},
-        2 * len(messages) // 3: {"id": "empty-1", "title": "", "content": "  "},
+        2 * len(messages) // 3: {"id": f"empty-{seed}", "title": "", "content": "  "},
     }
     for i, (_, message) in enumerate(messages):
         if i in invalid_at:

@@ -39,6 +39,7 @@ from consumer.kafka_clients import (
     admin_config,
     consumer_config,
     ensure_output_topics,
+    group_instance_id,
     producer_config,
     topic_max_message_bytes,
     topic_partitions,
@@ -54,6 +55,9 @@ from indexstore import IndexStore
 log = logging.getLogger("newsdedup.service")
 
 _FATAL_CODES = REFUSAL_CODES
+# A consumer's own fatal errors arrive as records: _FATAL (with fatal() false on the record),
+# e.g. a static member fenced by a newer one with the same group.instance.id.
+_CONSUMER_FATAL_CODES = _FATAL_CODES | {KafkaError._FATAL, KafkaError.FENCED_INSTANCE_ID}
 _STATS_REFRESH_S = 10.0
 # How often freed memory is handed back to the OS (consumer/memory.py says why).
 _RELEASE_MEMORY_S = 30.0
@@ -83,6 +87,8 @@ class Service:
         self._input_partitions = 0
         self._dlq_max_bytes: int | None = None
         self._decided_since_log = 0
+        # Seconds spent on batches (poll to durable) since the last throughput line.
+        self._busy_since_log = 0.0
         self._last_throughput_log = time.monotonic()
         self._last_stats = 0.0
         self._last_memory_release = time.monotonic()
@@ -96,6 +102,11 @@ class Service:
         self._paused: set[int] = set()
         self._fingerprint_seconds = 0.0
         self._index: IndexStore | None = None
+        # The worker pool while it runs: a stop that gives up must end it (_abandon_stop).
+        self._analyzer: Analyzer | None = None
+        self.group_instance_id = group_instance_id(
+            config.scaleout.instance_id, config.metrics.listen
+        )
 
     def request_stop(self) -> None:
         """Finish the batch in hand, commit, close. Should the broker keep that from ending
@@ -119,6 +130,9 @@ class Service:
             waited_s=waited_s,
         )
         logging.shutdown()
+        # os._exit skips the pool's clean-up: its workers would outlive the service.
+        if self._analyzer is not None:
+            self._analyzer.kill()
         os._exit(EXIT_STOP_TIMEOUT)
 
     def run(self) -> int:
@@ -128,6 +142,7 @@ class Service:
             logging.INFO,
             "starting",
             listen=self.config.metrics.listen,
+            instance=self.group_instance_id,
             delivery=self.config.kafka.delivery,
             input=self.config.kafka.input_topic,
             output=self.config.kafka.output_topic,
@@ -141,6 +156,7 @@ class Service:
                 ) as analyzer,
                 open_index(self.config.index) as store,
             ):
+                self._analyzer = analyzer
                 self.health.index_open = True
                 self._index = store
                 self._refresh_index_stats(store)
@@ -185,6 +201,8 @@ class Service:
         self._catch_up_index(store, analyzer)
         consumer = Consumer(
             {
+                # Static membership; [kafka.client] may still set its own.
+                "group.instance.id": self.group_instance_id,
                 **consumer_config(kafka),
                 # A partition known to be at its end is not waited for (consumer/eventtime.py).
                 "enable.partition.eof": True,
@@ -362,7 +380,7 @@ class Service:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     at_end.add(record.partition())
-                elif error.fatal() or error.code() in _FATAL_CODES:
+                elif error.fatal() or error.code() in _CONSUMER_FATAL_CODES:
                     self._fatal = error.str()
                 else:
                     log_event(log, logging.WARNING, "consume error", error=error.str())
@@ -474,6 +492,7 @@ class Service:
         if latest_event is not None:
             m.event_lag_seconds.set(max(0.0, (wall_clock_ms() - latest_event) / 1000))
         self._decided_since_log += len(decided.outcomes)
+        self._busy_since_log += durable - polled_at
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -489,17 +508,25 @@ class Service:
         if now - self._last_memory_release >= _RELEASE_MEMORY_S:
             self._last_memory_release = now
             release_free_memory()
-        if now - self._last_throughput_log >= _THROUGHPUT_LOG_S:
-            rate = self._decided_since_log / (now - self._last_throughput_log)
-            log_event(
-                log,
-                logging.INFO,
-                "throughput",
-                messages=self._decided_since_log,
-                per_second=round(rate, 1),
-            )
-            self._decided_since_log = 0
-            self._last_throughput_log = now
+        self._log_throughput(now)
+
+    def _log_throughput(self, now: float) -> None:
+        if now - self._last_throughput_log < _THROUGHPUT_LOG_S:
+            return
+        # The rate of the work itself: over the whole interval, a quiet feed read as a slow one.
+        busy = self._busy_since_log
+        log_event(
+            log,
+            logging.INFO,
+            "throughput",
+            messages=self._decided_since_log,
+            busy_s=round(busy, 1),
+            interval_s=round(now - self._last_throughput_log, 1),
+            per_second=round(self._decided_since_log / busy, 1) if busy > 0 else 0.0,
+        )
+        self._decided_since_log = 0
+        self._busy_since_log = 0.0
+        self._last_throughput_log = now
 
     def _refresh_index_stats(self, store: IndexStore) -> None:
         self._last_stats = time.monotonic()

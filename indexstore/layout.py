@@ -100,7 +100,7 @@ class Layout:
         probe = f", keys probed within radius {self.radius}" if self.radius else ""
         return (
             f"pigeonhole b={self.blocks} k={self.max_distance}: {len(self.tables)} tables, "
-            f">={bits}-bit keys{probe}, ~{self.expected_candidates:.1f} candidates/query"
+            f">={bits}-bit keys{probe}, ~{_estimate(self.expected_candidates)} candidates/query"
         )
 
     @property
@@ -259,3 +259,8 @@ def choose_layout(max_distance: int, expected_articles: int) -> Layout:
             if cost < best_cost:
                 best, best_cost = candidate, cost
     return best
+
+
+def _estimate(value: float) -> str:
+    """An estimate as a person reads one: 64,209, 12, 0.31 (not 64209.0)."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"

@@ -80,13 +80,23 @@ class ServiceProcess:
         }
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> ServiceProcess:
+    def start(self, own_group: bool = False) -> ServiceProcess:
+        """With `own_group`, the service leads a process group of its own, as under `setsid`,
+        so a signal can reach the whole group as `kill -- -PGID`, `timeout` and systemd send."""
         log = self.log_path.open("a")
         self.process = subprocess.Popen(
-            [NEWSDEDUP, "run"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [NEWSDEDUP, "run"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=own_group,
         )
         log.close()
         return self
+
+    def signal_group(self, signum: int) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, signum)
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait; returns the exit code."""
@@ -248,6 +258,22 @@ def family_tree(pid: int) -> list[int]:
         tree.append(current)
         todo.extend(parents.get(current, []))
     return tree
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of process group `pgid`, wherever they were re-parented (zombies are
+    dead and left out)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == pgid:
+            members.append(int(entry.name))
+    return members
 
 
 def decisions_by_id(records: list[Record], ids: set[str], delivery: str) -> dict[str, list[dict]]:

@@ -52,9 +52,10 @@ def test_stats(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_get(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", "get", "a1", "--state", str(state)]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["simhash"] == f"{0xABC << 1:016x}" and doc["payload"] == "src"
-    assert doc["sketch"] == ""
-    assert main(["index", "get", "nope", "--state", str(state)]) == 1
+    assert doc["simhash"] == f"{0xABC << 1:016x}" and doc["payload"] == b"src".hex()
+    assert doc["sketch"] == "" and "processed_at" not in doc
+    assert main(["index", "get", "nope", "--state", str(state)]) == 2
+    assert capsys.readouterr().err == f"newsdedup: error: no article 'nope' in {state}\n"
 
 
 def test_expire(state: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,8 +8,10 @@ the fault is gone.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import time
 import urllib.error
 from pathlib import Path
@@ -23,10 +25,12 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from service_support import (
+    NEWSDEDUP,
     ServiceProcess,
     Topics,
     committed_offsets,
     family_tree,
+    free_port,
     produce,
     read_all,
     wait_until,
@@ -234,3 +238,40 @@ def test_sigterm_while_the_broker_is_gone_exits_promptly_and_loses_nothing(kafka
     assert service.stop() == 0
     ids = [r.json()["id"] for r in records]
     assert sorted(ids) == sorted(a["id"] for a in feed)
+
+
+def test_an_unreachable_broker_logs_a_few_json_lines_and_nothing_else(tmp_path):
+    """librdkafka reports every refused connection (~15 a second); its lines go through the
+    service's log: JSON under `format = json`, a few per retry interval."""
+    service = ServiceProcess(
+        f"127.0.0.1:{free_port()}",
+        Topics("gone.in", "gone.out", "gone.dlq"),
+        tmp_path / "state",
+        tmp_path / "svc.log",
+        group_id="gone",
+        log_format="json",
+    )
+    with service:
+        time.sleep(20)
+        assert service.stop() == 0
+    lines = service.log().splitlines()
+    events = [json.loads(line) for line in lines]  # raises on the first line that is not JSON
+    assert len(lines) <= 25, "\n".join(lines)
+    assert any(e["logger"] == "newsdedup.librdkafka" for e in events), "\n".join(lines)
+
+
+def test_produce_to_an_unreachable_broker_prints_no_raw_librdkafka_lines(tmp_path):
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text(json.dumps({"id": "a", "title": "t", "content": "c"}) + "\n")
+    done = subprocess.run(
+        [NEWSDEDUP, "produce", str(feed), "--topic", "t"],
+        env={**os.environ, "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert not [line for line in lines if line.startswith("%")], done.stderr
+    assert len(lines) <= 6, done.stderr
+    assert lines[-1].startswith("newsdedup: error: cannot reach Kafka")

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from service_support import ServiceProcess, Topics, free_port, produce, wait_until
+from service_support import NEWSDEDUP, ServiceProcess, Topics, free_port, produce, wait_until
 
 from consumer.logs import log_event, setup_logging
 from consumer.metrics import Metrics
@@ -261,3 +263,24 @@ def test_json_log_lines_keep_fields_apart(capsys) -> None:
     assert line["event"] == "partitions assigned"
     assert line["n"] == 3
     assert line["level"] == "INFO"
+
+
+def test_a_busy_metrics_port_is_one_line_and_exit_2(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            **os.environ,
+            "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{port}",
+            "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+            "NEWSDEDUP_INDEX_PATH": str(tmp_path / "state"),
+        }
+        done = subprocess.run(
+            [NEWSDEDUP, "run"], env=env, capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("newsdedup: error: option [metrics] listen: cannot listen on")
+    assert "in use" in lines[0]

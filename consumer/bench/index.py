@@ -67,9 +67,16 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--n", type=int, default=1_000_000, help="articles loaded (default 1M)")
     p.add_argument("--k", type=int, default=3, help="max Hamming distance, 0..16 (default 3)")
-    p.add_argument("--ops", type=int, default=100_000, help="check+insert measured")
+    p.add_argument(
+        "--ops", type=int, default=100_000, help="check+insert measured (default %(default)s)"
+    )
     p.add_argument("--batch", type=int, default=1000, help="articles per batch (default 1000)")
-    p.add_argument("--verify", type=int, default=300, help="queries checked by brute force")
+    p.add_argument(
+        "--verify",
+        type=int,
+        default=300,
+        help="queries checked by brute force (default %(default)s)",
+    )
     p.add_argument("--dir", help="index directory (default: a temporary one, removed after)")
     p.add_argument(
         "--hours",

@@ -56,16 +56,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--data", required=True, help="articles, JSONL or .jsonl.gz")
-    p.add_argument("--limit", type=int, default=20_000, help="articles for the full-speed run")
-    p.add_argument("--rate", type=float, default=1000.0, help="offered articles/s (0 = skip)")
-    p.add_argument("--rate-seconds", type=float, default=20.0, help="length of the fixed-rate run")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=20_000,
+        help="articles for the full-speed run (default %(default)s)",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=1000.0,
+        help="offered articles/s (0 = skip; default %(default)s)",
+    )
+    p.add_argument(
+        "--rate-seconds",
+        type=float,
+        default=20.0,
+        help="length of the fixed-rate run (default %(default)s)",
+    )
     p.add_argument(
         "--delivery",
         default="at_least_once,exactly_once",
         help="comma-separated delivery modes (default both)",
     )
-    p.add_argument("--partitions", type=int, default=3, help="input topic partitions")
-    p.add_argument("--workers", type=int, default=0, help="fingerprinting processes (0 = cores)")
+    p.add_argument(
+        "--partitions", type=int, default=3, help="input topic partitions (default %(default)s)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="fingerprinting processes (0 = cores; default %(default)s)",
+    )
     p.add_argument("--bootstrap-servers", help="an existing broker (default: start a private one)")
     p.add_argument(
         "--scrape-compare",

@@ -1,12 +1,4 @@
-"""`newsdedup bench restore` and `newsdedup bench scaleout`: the two costs of scaling out.
-
-- restore: N changelog records (synthetic articles spread over the window) on a real broker,
-  replayed into an empty state directory as a decide instance does when it takes a partition
-  over; then replayed again onto the restored directory (the tail-only case).
-- scaleout: one feed on a 6-partition topic, fingerprinted by 1 and by 2 `run --role
-  fingerprint` instances, in alternating rounds on fresh groups and internal topics;
-  throughput is N over the time from the first to the last internal record.
-"""
+"""`newsdedup bench restore` and `newsdedup bench scaleout`: the two costs of scaling out."""
 
 from __future__ import annotations
 
@@ -60,14 +52,28 @@ class ScaleoutRound:
     articles_per_s: float
 
 
+_RESTORE = """\
+The cost of taking a partition over: N changelog records (synthetic articles spread over the
+window) on a real broker, replayed into an empty state directory as a decide instance does when
+it takes a partition over; then replayed again onto the restored directory (the tail-only
+case)."""
+
+_SCALEOUT = """\
+What a second fingerprint instance adds: one feed on a 6-partition topic, fingerprinted by 1
+and by 2 `run --role fingerprint` instances, in alternating rounds on fresh groups and internal
+topics; throughput is N over the time from the first to the last internal record."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     r = subparsers.add_parser(
         "restore",
         help="changelog replay speed: records/s into an empty decide state directory",
-        description=__doc__,
+        description=_RESTORE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("--records", type=int, default=1_000_000, help="changelog records")
+    r.add_argument(
+        "--records", type=int, default=1_000_000, help="changelog records (default %(default)s)"
+    )
     r.add_argument("--bootstrap-servers", help="an existing broker (default: start a private one)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.set_defaults(handler=run_restore)
@@ -75,13 +81,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = subparsers.add_parser(
         "scaleout",
         help="fingerprint role throughput with 1 and 2 instances, alternating rounds",
-        description=__doc__,
+        description=_SCALEOUT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("--data", required=True, help="articles, JSONL or .jsonl.gz")
-    s.add_argument("--limit", type=int, default=20_000, help="articles per round")
-    s.add_argument("--rounds", type=int, default=2, help="rounds of (1 instance, 2 instances)")
-    s.add_argument("--workers", type=int, default=1, help="fingerprinting processes per instance")
+    s.add_argument(
+        "--limit", type=int, default=20_000, help="articles per round (default %(default)s)"
+    )
+    s.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="rounds of (1 instance, 2 instances; default %(default)s)",
+    )
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="fingerprinting processes per instance (default %(default)s)",
+    )
     s.add_argument("--bootstrap-servers", help="an existing broker (default: start a private one)")
     s.add_argument("--json", action="store_true", help="print results as JSON")
     s.set_defaults(handler=run_scaleout)

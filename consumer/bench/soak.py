@@ -66,15 +66,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--data", required=True, help="articles to replay, JSONL or .jsonl.gz")
-    p.add_argument("--minutes", type=float, default=20.0, help="length of the run")
-    p.add_argument("--rate", type=float, default=200.0, help="offered articles/s")
-    p.add_argument("--reposts", type=float, default=0.2, help="share of reposts (new id)")
-    p.add_argument("--retention", default="5m", help="[index] retention of the service")
-    p.add_argument("--segment", default="30s", help="[index] segment of the service")
-    p.add_argument("--sample-every", type=float, default=30.0, help="seconds between samples")
-    p.add_argument("--delivery", default="at_least_once", help="the service's delivery mode")
-    p.add_argument("--workers", type=int, default=0, help="fingerprinting processes (0 = cores)")
-    p.add_argument("--limit", type=int, default=20_000, help="corpus articles to cycle through")
+    p.add_argument(
+        "--minutes", type=float, default=20.0, help="length of the run (default %(default)s)"
+    )
+    p.add_argument(
+        "--rate", type=float, default=200.0, help="offered articles/s (default %(default)s)"
+    )
+    p.add_argument(
+        "--reposts", type=float, default=0.2, help="share of reposts (new id; default %(default)s)"
+    )
+    p.add_argument(
+        "--retention", default="5m", help="[index] retention of the service (default %(default)s)"
+    )
+    p.add_argument(
+        "--segment", default="30s", help="[index] segment of the service (default %(default)s)"
+    )
+    p.add_argument(
+        "--sample-every",
+        type=float,
+        default=30.0,
+        help="seconds between samples (default %(default)s)",
+    )
+    p.add_argument(
+        "--delivery",
+        default="at_least_once",
+        help="the service's delivery mode (default %(default)s)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="fingerprinting processes (0 = cores; default %(default)s)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=20_000,
+        help="corpus articles to cycle through (default %(default)s)",
+    )
     p.add_argument("--bootstrap-servers", help="an existing broker (default: start a private one)")
     p.add_argument(
         "--state",

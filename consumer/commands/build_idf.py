@@ -26,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--engine", choices=ENGINES, default="rjieba", help="segmenter (default: rjieba)"
     )
-    p.add_argument("--limit", type=int, metavar="N", help="read only the first N articles")
+    p.add_argument(
+        "--limit", type=int, metavar="N", help="read only the first N articles (default: all)"
+    )
     p.set_defaults(handler=run)
 
 

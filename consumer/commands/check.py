@@ -1,7 +1,9 @@
 """`newsdedup check`: the service's pipeline on a JSONL file, without Kafka.
 
 One decision line per valid input line, in input order, with the same schema as the output
-topic; `source` names the file, partition 0 and the 0-based line number. A line published
+topic; `source` names the file, partition 0 and, as `offset`, the line's 0-based index: the
+offset `produce` gives it on an empty one-partition topic, so `check` and `run` decisions
+compare. Rejections name the 1-based line, as editors count, and the offset. A line published
 before one already decided as its original adds a correction line for that one (README,
 "Event time"). Invalid lines are reported (or written to --dlq) and counted, never silently
 dropped.
@@ -183,7 +185,8 @@ def _batches(path: str) -> Iterator[list[Message]]:
 
 
 def _report_rejection(rejection: Rejection, dlq) -> None:
-    where = f"{rejection.message.source.topic}:{rejection.message.source.offset + 1}"
+    offset = rejection.message.source.offset
+    where = f"{rejection.message.source.topic}:{offset + 1} (offset {offset})"
     if dlq is None:
         print(
             f"check: {where}: rejected ({rejection.invalid.reason}): {rejection.invalid.detail}",
@@ -191,7 +194,8 @@ def _report_rejection(rejection: Rejection, dlq) -> None:
         )
         return
     record = {
-        "line": rejection.message.source.offset + 1,
+        "line": offset + 1,
+        "offset": offset,
         "reason": str(rejection.invalid.reason),
         "detail": rejection.invalid.detail,
         "value": (rejection.message.value or b"").decode("utf-8", errors="replace"),

@@ -38,7 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", type=Path, help="write a precision/recall PNG here")
     parser.add_argument(
-        "--config", type=Path, help="configuration passed to `newsdedup check` (and `run`)"
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="configuration passed to `newsdedup check` (and `run`)",
     )
     kafka = parser.add_argument_group(
         "through the service",

@@ -32,9 +32,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--idf", metavar="FILE", help="IDF table (default: jieba's bundled idf.txt)")
     p.set_defaults(handler=run_fingerprint)
 
-    h = subparsers.add_parser("hamming", help="print the Hamming distance of two hex fingerprints")
-    h.add_argument("a", help="fingerprint, 16 hex digits")
-    h.add_argument("b", help="fingerprint, 16 hex digits")
+    h = subparsers.add_parser(
+        "hamming",
+        help="print the Hamming distance of two hex fingerprints",
+        description="The number of bits in which two 64-bit SimHash fingerprints differ, as "
+        "`fingerprint` prints them (simhash) or a decision carries them: articles within "
+        "[index] max_distance of each other are near-duplicate candidates.",
+    )
+    h.add_argument("a", help="fingerprint: up to 16 hex digits, 0x optional")
+    h.add_argument("b", help="fingerprint: up to 16 hex digits, 0x optional")
     h.set_defaults(handler=run_hamming)
 
 

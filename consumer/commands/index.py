@@ -29,8 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(handler=run_stats)
 
-    get = sub.add_parser("get", help="print one article's record as JSON")
-    get.add_argument("article_id", metavar="ID")
+    get = sub.add_parser(
+        "get",
+        help="print one article's record as JSON",
+        description="Opens the index read-only, so it works while the service runs. Binary "
+        "fields are hex; processed_at is when the service first decided the article.",
+    )
+    get.add_argument("article_id", metavar="ID", help="the article's id, as in its decision")
     _state(get)
     get.set_defaults(handler=run_get)
 
@@ -110,16 +115,20 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_get(args: argparse.Namespace) -> int:
+    from consumer.deciding import processed_at_ms
+
     with IndexStore.open(args.state, read_only=True) as store:
         record = store.get(args.article_id)
     if record is None:
-        print(f"newsdedup: no article {args.article_id!r} in {args.state}", file=sys.stderr)
-        return 1
+        raise InputError(f"no article {args.article_id!r} in {args.state}")
     doc = dataclasses.asdict(record)
     doc["simhash"] = f"{record.simhash:016x}"
     doc["content_hash"] = record.content_hash.hex()
     doc["event_time"] = format_time_ms(record.event_time_ms)
-    doc["payload"] = record.payload.decode("utf-8", errors="backslashreplace")
+    doc["payload"] = record.payload.hex()
+    processed_at = processed_at_ms(record.payload)
+    if processed_at is not None:
+        doc["processed_at"] = format_time_ms(processed_at)
     doc["sketch"] = record.sketch.hex()
     print(json.dumps(doc, ensure_ascii=False, indent=2))
     return 0

@@ -19,6 +19,7 @@ from consumer.kafka_clients import (
     common_config,
     topic_partitions,
 )
+from consumer.logs import setup_logging
 from consumer.progress import Progress
 
 
@@ -39,12 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rate", type=float, default=0.0, help="messages per second (default: as fast as possible)"
     )
-    p.add_argument("--limit", type=int, help="stop after this many messages")
+    p.add_argument("--limit", type=int, help="stop after this many messages (default: all)")
     p.set_defaults(handler=run_produce)
 
 
 def run_produce(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    # librdkafka's warnings come through logging (kafka_clients.LibrdkafkaLog).
+    setup_logging(config.log.level, config.log.format)
     kafka = config.kafka
     check_client_settings(kafka)
     settings = common_config(kafka)

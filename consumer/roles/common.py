@@ -155,6 +155,7 @@ class RoleService(Service):
             input=kafka.input_topic,
             output=kafka.output_topic,
             group=kafka.group_id,
+            instance=self.group_instance_id,
             listen=self.config.metrics.listen,
         )
         try:
@@ -178,6 +179,8 @@ class RoleService(Service):
         self._ensure_topics(admin)
         consumer = Consumer(
             {
+                # Static membership; [kafka.client] may still set its own.
+                "group.instance.id": self.group_instance_id,
                 **consumer_config(kafka),
                 # decide: a partition at its end is not waited for (roles/sequencing.py)
                 "enable.partition.eof": True,

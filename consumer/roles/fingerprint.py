@@ -165,17 +165,8 @@ class FingerprintService(RoleService):
                     offset=outcome.message.source.offset,
                 )
         self._decided_since_log += len(decided.outcomes)
+        self._busy_since_log += durable - polled_at
 
     def _housekeeping(self, store: object) -> None:
         now = time.monotonic()
-        if now - self._last_throughput_log >= 30.0:
-            rate = self._decided_since_log / (now - self._last_throughput_log)
-            log_event(
-                log,
-                logging.INFO,
-                "throughput",
-                messages=self._decided_since_log,
-                per_second=round(rate, 1),
-            )
-            self._decided_since_log = 0
-            self._last_throughput_log = now
+        self._log_throughput(now)
