@@ -42,7 +42,7 @@ USER 10001:10001
 VOLUME ["/var/lib/newsdedup"]
 # The default config's relative ./state would land in /app, which the service user cannot write.
 ENV NEWSDEDUP_INDEX_PATH=/var/lib/newsdedup
-# Derived tables (consumer/tablecache.py) out of the index volume, which is also $HOME.
+# Derived tables (consumer/fingerprint/tablecache.py) out of the index volume, which is also $HOME.
 ENV XDG_CACHE_HOME=/tmp/cache
 
 EXPOSE 9108

@@ -98,8 +98,8 @@ class FingerprintConfig:
 
 
 # Texts shorter than this (normalized characters) carry a key of their letters and digits
-# beside their sketch (consumer/sketch.py), which is what a short text is matched by; so the
-# short-text limit cannot exceed it.
+# beside their sketch (consumer/fingerprint/sketch.py), which is what a short text is matched
+# by; so the short-text limit cannot exceed it.
 LETTERS_KEY_CHARS = 256
 
 
@@ -123,7 +123,7 @@ class ServiceConfig:
     stuck_after: str = "60s"  # /healthz fails when the loop has not turned for this long
     stop_timeout: str = "8s"  # past this after SIGTERM, exit without finishing the batch
     # An assigned partition with nothing fetched, not known to be at its end, is waited for
-    # this long before the others' articles are decided without it (consumer/eventtime.py).
+    # this long before the others' articles are decided without it (consumer/stream/eventtime.py).
     partition_idle: str = "2s"
 
 

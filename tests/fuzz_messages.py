@@ -29,12 +29,12 @@ import numpy  # noqa: F401
 import indexstore  # noqa: F401
 
 with atheris.instrument_imports():
-    from consumer.analysis import Analyzer
-    from consumer.checkpoint import dlq_headers
     from consumer.config import FingerprintConfig, InputConfig
-    from consumer.decisions import Decision, Source
-    from consumer.parsing import InvalidReason
-    from consumer.pipeline import Message, Pipeline
+    from consumer.deciding.decision import Decision, Source
+    from consumer.stream.checkpoint import dlq_headers
+    from consumer.stream.parsing import InvalidReason
+    from consumer.stream.pipeline import Message, Pipeline
+    from consumer.stream.workers import Analyzer
     from indexstore import IndexOptions, IndexStore
 
 SCHEMA_REQUIRED = set(

@@ -17,13 +17,11 @@ from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.analysis import Analyzed
 from consumer.config import IndexConfig
-from consumer.decisions import DecisionKind, Source
-from consumer.pipeline import Message
-from consumer.roles.decide import DecideStage
-from consumer.roles.domains import DomainStores
-from consumer.roles.wire import (
+from consumer.deciding.decision import DecisionKind, Source
+from consumer.scaleout.decide import DecideStage
+from consumer.scaleout.domains import DomainStores
+from consumer.scaleout.wire import (
     WireError,
     change_key,
     decode_change,
@@ -32,6 +30,8 @@ from consumer.roles.wire import (
     encode_change,
     encode_fingerprinted,
 )
+from consumer.stream.pipeline import Message
+from consumer.stream.workers import Analyzed
 from indexstore import ArticleRecord
 
 NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")

@@ -17,8 +17,8 @@ import pytest
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.evaluation import truth
 from consumer.evaluation.edits import EditKind, Script, Text, apply_edit
-from consumer.fingerprint import Fingerprinter, FingerprintOptions
-from consumer.sketch import estimate
+from consumer.fingerprint.fingerprinter import Fingerprinter, FingerprintOptions
+from consumer.fingerprint.sketch import estimate
 
 NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
 

@@ -16,7 +16,7 @@ from service_support import NEWSDEDUP
 from consumer.cli import main
 from consumer.config import load_config
 from consumer.samplefeed import generate_feed
-from consumer.service import Service
+from consumer.stream.service import Service
 from indexstore.layout import choose_layout
 
 

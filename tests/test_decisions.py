@@ -6,7 +6,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from consumer.decisions import Decision, DecisionKind, Source
+from consumer.deciding.decision import Decision, DecisionKind, Source
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "config" / "schemas"
 

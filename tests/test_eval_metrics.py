@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.decisions import DecisionKind
+from consumer.deciding.decision import DecisionKind
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.metrics import score
 from consumer.evaluation.runs import Decision, Run

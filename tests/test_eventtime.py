@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.eventtime import EventTimeOrder
+from consumer.stream.eventtime import EventTimeOrder
 
 
 class Clock:

@@ -17,9 +17,9 @@ import pytest
 from service_support import NEWSDEDUP, ServiceProcess, Topics, family_tree, free_port, wait_until
 
 from consumer.config import IndexConfig
-from consumer.kafka_clients import redact
-from consumer.roles.domains import DomainStores
-from consumer.state import open_index
+from consumer.scaleout.domains import DomainStores
+from consumer.stream.clients import redact
+from consumer.stream.state import open_index
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TCP_LISTEN = "0A"

@@ -19,20 +19,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.analysis import _Worker, fingerprint_options
 from consumer.config import FingerprintConfig, InputConfig
 from consumer.corpus import shared_data_dir
 from consumer.errors import ConfigError, InputError, NewsdedupError
-from consumer.fingerprint import (
+from consumer.fingerprint.fingerprinter import (
     EmptyTextError,
     Fingerprint,
     Fingerprinter,
     FingerprintOptions,
     hamming,
 )
-from consumer.idf import DocumentFrequencies, bundled_idf_path, load_idf
-from consumer.parsing import InvalidReason
-from consumer.terms import hash_terms
+from consumer.fingerprint.idf import DocumentFrequencies, bundled_idf_path, load_idf
+from consumer.fingerprint.terms import hash_terms
+from consumer.stream.parsing import InvalidReason
+from consumer.stream.workers import _Worker, fingerprint_options
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,7 +163,7 @@ def test_deterministic_across_processes(hkcnews: list[dict], fingerprinter: Fing
     sample = hkcnews[:20]
     script = (
         "import json, sys\n"
-        "from consumer.fingerprint import Fingerprinter\n"
+        "from consumer.fingerprint.fingerprinter import Fingerprinter\n"
         "fp = Fingerprinter()\n"
         "for a in json.load(sys.stdin):\n"
         "    f = fp.fingerprint(a['title'], a['content'])\n"

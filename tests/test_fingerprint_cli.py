@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from consumer.corpus import shared_data_dir
-from consumer.fingerprint import Fingerprinter, FingerprintOptions
+from consumer.fingerprint.fingerprinter import Fingerprinter, FingerprintOptions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HKCNEWS = shared_data_dir() / "zh_hkcnews_2017_2022.jsonl.gz"

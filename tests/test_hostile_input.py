@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumer.analysis import Analyzer
-from consumer.checkpoint import dlq_headers
 from consumer.config import FingerprintConfig, InputConfig
-from consumer.decisions import Decision, Source
-from consumer.parsing import InvalidReason
-from consumer.pipeline import Message, Pipeline, Rejection
-from consumer.roles.domains import MAX_DOMAIN_NAME_BYTES, domain_dir_name
+from consumer.deciding.decision import Decision, Source
+from consumer.scaleout.domains import MAX_DOMAIN_NAME_BYTES, domain_dir_name
+from consumer.stream.checkpoint import dlq_headers
+from consumer.stream.parsing import InvalidReason
+from consumer.stream.pipeline import Message, Pipeline, Rejection
+from consumer.stream.workers import Analyzer
 from indexstore import IndexOptions, IndexStore
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ import sys
 
 PROBE = """
 import ctypes
-from consumer.memory import release_free_memory
+from consumer.ops.memory import release_free_memory
 
 def rss_mib():
     for line in open("/proc/self/status"):

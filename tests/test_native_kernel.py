@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from consumer._fastfp import Kernel
 from consumer.corpus import shared_data_dir
 from consumer.errors import NewsdedupError
-from consumer.fingerprint import Fingerprinter, FingerprintOptions
-from consumer.idf import DocumentFrequencies
-from consumer.native_kernel import load_kernel
-from consumer.normalize import Normalizer
-from consumer.sketch import sketch
-from consumer.terms import _WORD_CHAR, word_char_bitmap
+from consumer.fingerprint.fingerprinter import Fingerprinter, FingerprintOptions
+from consumer.fingerprint.idf import DocumentFrequencies
+from consumer.fingerprint.kernel import load_kernel
+from consumer.fingerprint.normalize import Normalizer
+from consumer.fingerprint.sketch import sketch
+from consumer.fingerprint.terms import _WORD_CHAR, word_char_bitmap
 
 
 def _items(name: str, n: int) -> list[tuple[str, str]]:

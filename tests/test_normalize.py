@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.corpus import shared_data_dir
-from consumer.normalize import Normalizer, nfkc, strip_html
+from consumer.fingerprint.normalize import Normalizer, nfkc, strip_html
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from service_support import NEWSDEDUP, ServiceProcess, Topics, free_port, produce, wait_until
 
-from consumer.logs import log_event, setup_logging
-from consumer.metrics import Metrics
+from consumer.ops.logs import log_event, setup_logging
+from consumer.ops.metrics import Metrics
 from consumer.samplefeed import generate_feed
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.config import InputConfig
-from consumer.parsing import (
+from consumer.stream.parsing import (
     Article,
     Invalid,
     InvalidReason,

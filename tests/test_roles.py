@@ -10,8 +10,8 @@ from confluent_kafka.admin import AdminClient
 
 from consumer.config import load_config
 from consumer.errors import ConfigError
-from consumer.roles.common import ensure_scaleout_topics, role_config
-from consumer.roles.wire import domain_partition
+from consumer.scaleout.common import ensure_scaleout_topics, role_config
+from consumer.scaleout.wire import domain_partition
 
 
 def test_each_role_has_its_own_group_topics_and_transactional_id():

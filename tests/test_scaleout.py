@@ -18,13 +18,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from service_support import NEWSDEDUP, ServiceProcess, Topics, produce, read_all, wait_until
 from test_service_e2e import decisions_by_id, real_articles
 
-from consumer.analysis import Analyzer
 from consumer.bench.scaleout import _produce_changes
 from consumer.config import FingerprintConfig, IndexConfig, InputConfig
-from consumer.decisions import Source
-from consumer.pipeline import Message, Pipeline
-from consumer.roles.wire import domain_partition
-from consumer.state import open_index
+from consumer.deciding.decision import Source
+from consumer.scaleout.wire import domain_partition
+from consumer.stream.pipeline import Message, Pipeline
+from consumer.stream.state import open_index
+from consumer.stream.workers import Analyzer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

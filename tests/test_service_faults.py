@@ -18,7 +18,7 @@ from service_support import (
 
 from consumer.config import IndexConfig
 from consumer.corpus import iter_jsonl, shared_data_dir
-from consumer.state import index_options
+from consumer.stream.state import index_options
 from indexstore import IndexStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.evaluation import truth
-from consumer.native_kernel import load_kernel
-from consumer.normalize import Normalizer
-from consumer.sketch import (
+from consumer.fingerprint.kernel import load_kernel
+from consumer.fingerprint.normalize import Normalizer
+from consumer.fingerprint.sketch import (
     _DROPPED,
     _KEPT,
     _LATIN_LETTER,

@@ -22,7 +22,7 @@ from service_support import (
 )
 from test_service_faults import corpus_feed
 
-from consumer.kafka_clients import group_instance_id
+from consumer.stream.clients import group_instance_id
 
 pytestmark = pytest.mark.kafka
 

@@ -25,7 +25,7 @@ from test_service_faults import corpus_feed
 
 from consumer.bench.scaleout import _produce_changes
 from consumer.config import IndexConfig
-from consumer.state import index_options
+from consumer.stream.state import index_options
 from indexstore import IndexStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -56,7 +56,7 @@ def test_a_damaged_entry_is_rebuilt_and_replaced(
     (entry,) = cache.glob("t-*.npz")
     entry.write_bytes(damage)
     build = Builder(5)
-    with caplog.at_level(logging.WARNING, logger="consumer.tablecache"):
+    with caplog.at_level(logging.WARNING, logger="consumer.fingerprint.tablecache"):
         got = tablecache.cached("t", b"s", ("a", "b"), build)
     assert build.calls == 1 and np.array_equal(got["a"], np.arange(5))
     assert "rebuilding it" in caplog.text
@@ -104,7 +104,7 @@ def test_an_idf_file_changed_in_place_is_read_again(cache: Path, tmp_path: Path)
 def test_fingerprints_from_a_warm_cache_equal_those_from_a_cold_one(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from consumer.fingerprint import Fingerprinter\n"
+        "from consumer.fingerprint.fingerprinter import Fingerprinter\n"
         "f = Fingerprinter()\n"
         "for title, text in [('港股收市', '恒生指數今日收市上升，成交額增加。'), "
         "('Oil prices', 'Crude oil futures rose 2% on Tuesday after OPEC said it would cut.')]:\n"

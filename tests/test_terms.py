@@ -11,8 +11,8 @@ import pytest
 
 from consumer.corpus import shared_data_dir
 from consumer.errors import ConfigError
-from consumer.normalize import Normalizer
-from consumer.terms import TermExtractor, hash_terms, stop_words
+from consumer.fingerprint.normalize import Normalizer
+from consumer.fingerprint.terms import TermExtractor, hash_terms, stop_words
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,18 @@ from dataclasses import asdict, dataclass
 
 import opencc
 
+from consumer.cli.progress import Progress
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.errors import InputError, NewsdedupError
-from consumer.fingerprint import BATCH, Fingerprint, Fingerprinter, FingerprintOptions, hamming
-from consumer.normalize import Normalizer
-from consumer.progress import Progress
-from consumer.terms import load_segmenter
+from consumer.fingerprint.fingerprinter import (
+    BATCH,
+    Fingerprint,
+    Fingerprinter,
+    FingerprintOptions,
+    hamming,
+)
+from consumer.fingerprint.normalize import Normalizer
+from consumer.fingerprint.terms import load_segmenter
 
 
 @dataclass(frozen=True, slots=True)

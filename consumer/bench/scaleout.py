@@ -19,12 +19,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumer.bench.pipeline import _broker, _free_port, _load
-from consumer.changelog import restore_partition
 from consumer.config import IndexConfig
-from consumer.decisions import DecisionKind
+from consumer.deciding.decision import DecisionKind
 from consumer.errors import NewsdedupError
-from consumer.roles.domains import DomainStores
-from consumer.roles.wire import change_key, encode_change
+from consumer.scaleout.changelog import restore_partition
+from consumer.scaleout.domains import DomainStores
+from consumer.scaleout.wire import change_key, encode_change
 from indexstore import ArticleRecord
 
 NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")

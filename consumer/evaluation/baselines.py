@@ -10,11 +10,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from consumer.decisions import DecisionKind
+from consumer.cli.progress import Progress
+from consumer.deciding.decision import DecisionKind
 from consumer.evaluation import truth
 from consumer.evaluation.feed import Article
 from consumer.evaluation.runs import Decision, Run
-from consumer.progress import Progress
 
 MINHASH_PERMUTATIONS = 128
 MINHASH_SHINGLE = 5

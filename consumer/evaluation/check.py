@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from consumer.decisions import DecisionKind
+from consumer.deciding.decision import DecisionKind
 from consumer.evaluation.feed import Article
 from consumer.evaluation.runs import Decision, Run
 
@@ -120,11 +120,11 @@ def whole_feed_window(articles: Sequence[Article]) -> dict[str, str]:
 
 def warm_up(config: Path | None) -> None:
     """Build what a worker process builds once per machine and then reads from the table
-    cache (consumer/tablecache.py), so the timed run starts as it does wherever newsdedup has
-    run before; a first start on a machine is ~0.25 s slower per worker."""
-    from consumer.analysis import fingerprint_options
+    cache (consumer/fingerprint/tablecache.py), so the timed run starts as it does wherever
+    newsdedup has run before; a first start on a machine is ~0.25 s slower per worker."""
     from consumer.config import load_config
-    from consumer.fingerprint import Fingerprinter
+    from consumer.fingerprint.fingerprinter import Fingerprinter
+    from consumer.stream.workers import fingerprint_options
 
     Fingerprinter(fingerprint_options(load_config(str(config) if config else None).fingerprint))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from consumer.decisions import DecisionKind
+from consumer.deciding.decision import DecisionKind
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from random import Random
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumer.decisions import DecisionKind
+from consumer.deciding.decision import DecisionKind
 from consumer.errors import NewsdedupError
 from consumer.evaluation.check import ContractError, decision_from_record
 from consumer.evaluation.feed import Article

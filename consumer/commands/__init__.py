@@ -1,1 +1,0 @@
-"""One module per `newsdedup` subcommand; each exposes `register(subparsers)`."""

@@ -1,0 +1,215 @@
+"""One article's decision against the index: re-delivery, updates, clusters.
+
+- The same id with the same content answers from the article table: the stored decision is
+  emitted again (only `source` names the message being answered) and nothing is added.
+- The same id with other content is an update: it is searched without itself, then replaces
+  its old entry.
+- Otherwise the closest earlier article within the distance that passes verification decides
+  (exact text first, then the earliest); the article joins that article's cluster or starts
+  its own.
+
+Verification (`MatchRules`): SimHash at the distance news needs for recall also brings
+unrelated articles on the same topic, so a candidate whose text is not identical must also
+share enough shingles, estimated from the two articles' sketches
+(consumer/fingerprint/sketch.py). Short texts (headlines, one-line items) are decided on exact
+text only: two different headlines that
+share most of their words are as often different news as the same (the paraphrase sets of
+`../shared/data/pairs`), and a 5-gram estimate over a few dozen characters cannot tell them
+apart. For the same reason a Latin-script sentence or two (a few dozen word 3-grams) needs a
+higher estimate; so does a candidate farther away than most copies lie, being less likely one.
+Exact, for a short text, means the same letters and digits: a headline reposted with other
+punctuation, spacing or leftover markup has another content hash but the same letters key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from dataclasses import dataclass
+
+from consumer.config import MatchConfig
+from consumer.deciding.decision import Decision, DecisionKind, Source
+from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
+from consumer.stream.workers import Analyzed
+from indexstore import ArticleRecord, Batch, Match
+
+# What the service keeps beside each article record: when the decision was first made, so a
+# re-emitted decision is identical to the first one.
+_PAYLOAD = struct.Struct(">q")
+
+# Candidates verified per article, best first: past the first few, a verified one is rare and
+# each costs an estimate.
+MAX_CANDIDATES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class MatchRules:
+    """When a candidate within the index's distance is a near-duplicate; the `[match]` options
+    (their defaults are `MatchConfig`'s)."""
+
+    min_jaccard: float
+    """Estimated shingle Jaccard a candidate needs; 0 accepts every candidate (plain SimHash)."""
+    short_text_chars: int
+    """Articles whose normalized text is shorter than this match only an article of the same
+    letters and digits."""
+    unverifiable_distance: int
+    """Without comparable sketches (different shinglings, a record without a sketch), a
+    candidate is accepted up to this distance: plain SimHash's classic k."""
+    far_distance: int
+    far_min_jaccard: float
+    """A candidate more than `far_distance` bits away needs `far_min_jaccard` instead: the
+    farther a candidate, the less likely a copy, so the same estimate is weaker evidence."""
+    sentence_chars: int
+    sentence_min_jaccard: float
+    """A text shingled by words (Latin script) shorter than `sentence_chars` needs at least
+    `sentence_min_jaccard`: a sentence or two is a few dozen word 3-grams, one changed word
+    moves three of them, and a rewording with other facts shares half."""
+
+
+def match_rules(config: MatchConfig) -> MatchRules:
+    return MatchRules(
+        config.min_jaccard,
+        config.short_text_chars,
+        config.unverifiable_distance,
+        config.far_distance,
+        config.far_min_jaccard,
+        config.sentence_chars,
+        config.sentence_min_jaccard,
+    )
+
+
+DEFAULT_RULES = match_rules(MatchConfig())
+
+
+def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
+    if match.exact:
+        return True
+    if item.text_chars < rules.short_text_chars:
+        return same_letters(item.sketch, match.sketch)
+    if rules.min_jaccard <= 0:
+        return True
+    similarity = estimate(item.sketch, match.sketch)
+    if similarity is None:
+        return match.distance <= rules.unverifiable_distance
+    need = rules.far_min_jaccard if match.distance > rules.far_distance else rules.min_jaccard
+    # Either side: a pair compared across shinglings (one of mixed script) is held to the
+    # stricter rule, as a pair of two Latin-script sentences would be.
+    sentence = shingled_by_words(item.sketch) or shingled_by_words(match.sketch)
+    if item.text_chars < rules.sentence_chars and sentence:
+        need = max(need, rules.sentence_min_jaccard)
+    return similarity >= need
+
+
+def decide(
+    batch: Batch,
+    item: Analyzed,
+    source: Source,
+    now_ms: int,
+    rules: MatchRules = DEFAULT_RULES,
+) -> tuple[Decision, list[Decision]]:
+    """The article's decision, and the corrections it makes to articles published after it
+    that were decided before it arrived (see `_corrections`)."""
+    prior = batch.lookup(item.id)
+    if prior is not None and prior.content_hash == item.content_hash:
+        return _from_record(prior, source), []
+    result = batch.search(
+        item.simhash,
+        item.content_hash,
+        item.event_time_ms,
+        exclude_id=item.id,
+        limit=MAX_CANDIDATES,
+    )
+    # An article is only ever a copy of one published no later than itself; originals
+    # decided before it that it turns out to precede are collected for correction.
+    best = None
+    later_originals = []
+    for match in result.matches:
+        if match.event_time_ms > item.event_time_ms:
+            if match.cluster_id == match.article_id and _accepts(rules, item, match):
+                later_originals.append(match)
+        elif _accepts(rules, item, match):
+            best = match
+            break
+    if best is not None:
+        kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
+        cluster_id, matched_id, distance = best.cluster_id, best.article_id, best.distance
+    else:
+        kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
+    record = ArticleRecord(
+        article_id=item.id,
+        simhash=item.simhash,
+        content_hash=item.content_hash,
+        event_time_ms=result.event_time_ms,
+        cluster_id=cluster_id,
+        decision=kind.value,
+        matched_id=matched_id,
+        distance=distance,
+        late=result.late,
+        payload=_PAYLOAD.pack(now_ms),
+        sketch=item.sketch,
+    )
+    batch.put(record)
+    corrections = _corrections(batch, record, later_originals, source, now_ms)
+    return _decision(record, source, now_ms), corrections
+
+
+def _corrections(
+    batch: Batch,
+    earlier: ArticleRecord,
+    later_originals: list[Match],
+    source: Source,
+    now_ms: int,
+) -> list[Decision]:
+    """An article arrived after a copy of it that was published later (beyond what the
+    event-time order could wait for) and was decided as an original. That copy is decided
+    again, as a copy of the earlier article in its cluster, and published once more under its
+    own key: a reader that keeps the latest decision per id ends with the event-time answer.
+    Copies already decided against it keep their decisions (they still name it as matched)."""
+    corrected = []
+    for match in later_originals:
+        stored = batch.lookup(match.article_id)
+        if stored is None or stored.cluster_id != stored.article_id:
+            continue
+        exact = stored.content_hash == earlier.content_hash
+        record = dataclasses.replace(
+            stored,
+            cluster_id=earlier.cluster_id,
+            decision=(DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE).value,
+            matched_id=earlier.article_id,
+            distance=match.distance,
+            payload=_PAYLOAD.pack(now_ms),
+        )
+        batch.put(record)
+        corrected.append(_decision(record, source, now_ms, correction=True))
+    return corrected
+
+
+def _decision(
+    record: ArticleRecord, source: Source, processed_at_ms: int, correction: bool = False
+) -> Decision:
+    return Decision(
+        id=record.article_id,
+        decision=DecisionKind(record.decision),
+        cluster_id=record.cluster_id,
+        matched_id=record.matched_id,
+        distance=record.distance,
+        simhash=record.simhash,
+        content_hash=record.content_hash,
+        event_time_ms=record.event_time_ms,
+        late=record.late,
+        source=source,
+        processed_at_ms=processed_at_ms,
+        correction=correction,
+    )
+
+
+def processed_at_ms(payload: bytes) -> int | None:
+    """When the decision stored in `payload` was first made; None for a payload that is not
+    the service's (an index written by other code)."""
+    return _PAYLOAD.unpack(payload)[0] if len(payload) == _PAYLOAD.size else None
+
+
+def _from_record(record: ArticleRecord, source: Source) -> Decision:
+    """The stored decision again, as first made (only `source` names the message answered)."""
+    (processed_at_ms,) = _PAYLOAD.unpack(record.payload)
+    return _decision(record, source, processed_at_ms)

@@ -1,0 +1,250 @@
+"""Byte layouts of the records on the two topics the roles own, and nobody else slices them.
+
+Internal topic (fingerprint → decide), key = the dedup domain (UTF-8), value:
+
+    >B  version (2)
+    >Q  simhash            >q  event time ms        16s content hash
+    >i  source partition   >q  source offset        >H  source topic length, >H  id length
+    >I  text characters    >H  sketch length
+    source topic (UTF-8), article id (UTF-8), sketch (consumer/fingerprint/sketch.py)
+
+Changelog topic (decide → itself after a move), key = domain, 0x00, article id (UTF-8), so
+compaction keeps each article's latest record per domain; value:
+
+    >B  version (2)
+    >Q  simhash            16s content hash         >q  event time ms
+    >B  decision index     >b  distance (-1: none)  >B  late
+    >H  cluster id length  >H  matched id length (0xFFFF: none)   >I  payload length
+    >H  sketch length
+    cluster id, matched id (UTF-8), payload, sketch
+
+Version 2 added the verification sketch (and the text length that decides the short-text
+rule); version 1 records are refused: a restore from them would verify nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from consumer.deciding.decision import DecisionKind, Source
+from consumer.stream.workers import Analyzed
+from indexstore import ArticleRecord, RecordColumns
+
+_VERSION = 2
+_INTERNAL = struct.Struct(">BQq16siqHHIH")
+_CHANGE = struct.Struct(">BQ16sqBbBHHIH")
+_NO_MATCH = 0xFFFF
+# _CHANGE as one numpy record, for reading the heads of many records at once.
+_CHANGE_HEADS = np.dtype(
+    [
+        ("version", "u1"),
+        ("simhash", ">u8"),
+        ("content_hash", "V16"),
+        ("event_time", ">i8"),
+        ("kind", "u1"),
+        ("distance", "i1"),
+        ("late", "u1"),
+        ("cluster_len", ">u2"),
+        ("matched_len", ">u2"),
+        ("payload_len", ">u4"),
+        ("sketch_len", ">u2"),
+    ]
+)
+_KIND_VALUES = tuple(kind.value for kind in DecisionKind)
+_KIND_INDEX = {value: i for i, value in enumerate(_KIND_VALUES)}
+
+
+class WireError(ValueError):
+    """A record on an internal topic that this version cannot read."""
+
+
+def domain_partition(domain: str, partitions: int) -> int:
+    """The internal (and changelog) partition of a domain: fixed by the name alone, so every
+    fingerprint instance sends a domain to the same single writer. CRC-32 is stable across
+    processes and versions, unlike Python's salted hash()."""
+    return zlib.crc32(domain.encode("utf-8")) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprinted:
+    """One valid article as the decide role receives it."""
+
+    domain: str
+    item: Analyzed
+    source: Source  # the feed message, so decisions name it (DESIGN.md `source`)
+
+
+def encode_fingerprinted(item: Analyzed, source: Source) -> bytes:
+    topic = source.topic.encode("utf-8")
+    article_id = item.id.encode("utf-8")
+    head = _INTERNAL.pack(
+        _VERSION,
+        item.simhash,
+        item.event_time_ms,
+        item.content_hash,
+        source.partition,
+        source.offset,
+        len(topic),
+        len(article_id),
+        item.text_chars,
+        len(item.sketch),
+    )
+    return head + topic + article_id + item.sketch
+
+
+def decode_fingerprinted(key: bytes | None, value: bytes) -> Fingerprinted:
+    try:
+        version, simhash, event_ms, chash, partition, offset, n_topic, n_id, chars, n_sketch = (
+            _INTERNAL.unpack_from(value)
+        )
+    except struct.error as e:
+        raise WireError(f"internal record too short: {e}") from None
+    if version != _VERSION:
+        raise WireError(f"internal record version {version}, this build reads {_VERSION}")
+    start = _INTERNAL.size
+    topic = value[start : start + n_topic].decode("utf-8")
+    article_id = value[start + n_topic : start + n_topic + n_id].decode("utf-8")
+    start += n_topic + n_id
+    sketch = value[start : start + n_sketch]
+    return Fingerprinted(
+        domain=(key or b"").decode("utf-8"),
+        item=Analyzed(article_id, event_ms, simhash, chash, sketch, chars),
+        source=Source(topic, partition, offset),
+    )
+
+
+def change_key(domain: str, article_id: str) -> bytes:
+    return domain.encode("utf-8") + b"\0" + article_id.encode("utf-8")
+
+
+def encode_change(record: ArticleRecord) -> bytes:
+    cluster = record.cluster_id.encode("utf-8")
+    matched = b"" if record.matched_id is None else record.matched_id.encode("utf-8")
+    head = _CHANGE.pack(
+        _VERSION,
+        record.simhash,
+        record.content_hash,
+        record.event_time_ms,
+        _KIND_INDEX[record.decision],
+        -1 if record.distance is None else record.distance,
+        record.late,
+        len(cluster),
+        _NO_MATCH if record.matched_id is None else len(matched),
+        len(record.payload),
+        len(record.sketch),
+    )
+    return head + cluster + matched + record.payload + record.sketch
+
+
+def decode_change(key: bytes, value: bytes) -> tuple[str, ArticleRecord]:
+    """(domain, record) of one changelog record."""
+    domain, row = _decode_change_row(key, value)
+    return domain.decode("utf-8"), ArticleRecord(*row)
+
+
+def decode_changes(
+    keys: Sequence[bytes], values: Sequence[bytes]
+) -> dict[str, tuple[list[int], RecordColumns]]:
+    """Many changelog records by domain: the positions of each domain's records in the input
+    and the records themselves as columns. The fixed heads are read by numpy for all records
+    at once, so only the strings and bytes are sliced record by record."""
+    n = len(values)
+    if not n:
+        return {}
+    size = _CHANGE.size
+    joined = b"".join([v[:size] for v in values])
+    if len(joined) != n * size:
+        short = next(len(v) for v in values if len(v) < size)
+        raise WireError(f"changelog record too short: {short} bytes, the header alone is {size}")
+    heads = np.frombuffer(joined, dtype=_CHANGE_HEADS)
+    versions = heads["version"]
+    if (versions != _VERSION).any():
+        version = int(versions[versions != _VERSION][0])
+        raise WireError(f"changelog record version {version}, this build reads {_VERSION}")
+    split = [k.partition(b"\0") for k in keys]
+    if not all(sep for _, sep, _ in split):
+        key = next(k for k, (_, sep, _) in zip(keys, split, strict=True) if not sep)
+        raise WireError(f"changelog key {key!r} has no domain separator")
+    matched_len = heads["matched_len"].astype(np.int64)
+    has_match = matched_len != _NO_MATCH
+    cluster_end = size + heads["cluster_len"].astype(np.int64)
+    matched_end = cluster_end + np.where(has_match, matched_len, 0)
+    payload_end = matched_end + heads["payload_len"].astype(np.int64)
+    sketch_end = payload_end + heads["sketch_len"].astype(np.int64)
+    cluster_end, matched_end = cluster_end.tolist(), matched_end.tolist()
+    payload_end, sketch_end = payload_end.tolist(), sketch_end.tolist()
+    distance = heads["distance"].tolist()
+    columns = (
+        [i.decode("utf-8") for _, _, i in split],
+        heads["simhash"].tolist(),
+        heads["content_hash"].tolist(),
+        heads["event_time"].tolist(),
+        [v[size:e].decode("utf-8") for v, e in zip(values, cluster_end, strict=True)],
+        np.array(_KIND_VALUES, dtype=object)[heads["kind"]].tolist(),
+        [
+            v[a:e].decode("utf-8") if m else None
+            for v, a, e, m in zip(values, cluster_end, matched_end, has_match.tolist(), strict=True)
+        ],
+        [None if d < 0 else d for d in distance],
+        (heads["late"] == 1).tolist(),
+        [v[a:e] for v, a, e in zip(values, matched_end, payload_end, strict=True)],
+        [v[a:e] for v, a, e in zip(values, payload_end, sketch_end, strict=True)],
+    )
+    domains = [d for d, _, _ in split]
+    if domains.count(domains[0]) == n:  # the usual case: one domain per partition
+        return {domains[0].decode("utf-8"): (list(range(n)), RecordColumns(*columns))}
+    positions: dict[bytes, list[int]] = {}
+    for i, domain in enumerate(domains):
+        positions.setdefault(domain, []).append(i)
+    return {
+        domain.decode("utf-8"): (at, RecordColumns(*([c[i] for i in at] for c in columns)))
+        for domain, at in positions.items()
+    }
+
+
+def _decode_change_row(key: bytes, value: bytes) -> tuple[bytes, tuple]:
+    """(domain, the record's fields in `ArticleRecord` order) of one changelog record."""
+    domain, sep, article_id = key.partition(b"\0")
+    try:
+        (
+            version,
+            simhash,
+            chash,
+            event_ms,
+            kind,
+            distance,
+            late,
+            n_cluster,
+            n_matched,
+            n_payload,
+            n_sketch,
+        ) = _CHANGE.unpack_from(value)
+    except struct.error as e:
+        raise WireError(f"changelog record too short: {e}") from None
+    if version != _VERSION or not sep:
+        raise WireError(f"changelog record version {version} or key {key!r} not readable")
+    i = _CHANGE.size
+    cluster = value[i : i + n_cluster].decode("utf-8")
+    i += n_cluster
+    matched = None
+    if n_matched != _NO_MATCH:
+        matched = value[i : i + n_matched].decode("utf-8")
+        i += n_matched
+    return domain, (
+        article_id.decode("utf-8"),
+        simhash,
+        chash,
+        event_ms,
+        cluster,
+        _KIND_VALUES[kind],
+        matched,
+        None if distance < 0 else distance,
+        late == 1,
+        value[i : i + n_payload],
+        value[i + n_payload : i + n_payload + n_sketch],
+    )

@@ -1,0 +1,417 @@
+"""The commit protocol: in what order a batch's effects become durable, in one place.
+
+    1. index batch   — article records, search tables and input positions, one atomic write
+    2. outputs       — decisions and DLQ records delivered (flushed, or inside the transaction)
+    3. input offsets — committed to the group (or sent in the transaction, which then commits)
+
+Why this order: the index is written before anything leaves the process, so an article that
+is re-delivered after a crash at any later point finds its record in the article table and
+re-emits the identical decision; nothing is decided twice differently, and nothing reaches the
+output that the index could forget. Offsets come last, so a crash before them only causes
+re-delivery (at-least-once: the same decision again; exactly-once: the aborted transaction's
+decisions are never visible to read_committed readers, and the retry re-emits them from the
+article table). Writing the index after the outputs would let a crash lose index entries for
+decisions already published: later duplicates of those articles would be missed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from consumer.config import KafkaConfig
+from consumer.deciding.decision import Decision, Source
+from consumer.errors import NewsdedupError
+from consumer.stream.pipeline import DecidedBatch, Rejection
+
+log = logging.getLogger(__name__)
+
+# Another instance took over our transactional.id: this one is a zombie and must stop.
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+# The topic does not exist (deleted while we ran, or never created): the service creates it
+# again before the retry, as it does at start.
+MISSING_TOPIC_CODES = frozenset(
+    {KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
+)
+
+
+# How long a transaction's commit is waited for before it is aborted (or, if the abort is
+# refused, the producer replaced): its records time out after transaction.timeout.ms (60 s).
+_COMMIT_WAIT_S = 60.0
+# Waits on the broker (flush, commit) are cut into slices this long, so that a stop request
+# during an outage ends them: the batch in hand is then left uncommitted and read again by the
+# next run, which re-emits its decisions from the index. A call that cannot be sliced (sending
+# the offsets) is bounded by [service] stop_timeout instead.
+_WAIT_SLICE_S = 1.0
+
+
+# librdkafka's default message.max.bytes: a record whose key, value and headers pass it is
+# refused by produce() before it is sent.
+_PRODUCER_MAX_BYTES = 1_000_000
+# Room left in a dead letter for the framing both librdkafka and the broker count against the
+# limit (record and batch headers, varints): a few dozen bytes, with a wide margin.
+_FRAMING_BYTES = 1_024
+# The broker refused one record for its size: no retry of the same record can succeed.
+_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+
+
+class ProducerFenced(NewsdedupError):
+    """Another live producer uses our transactional.id: this process must stop."""
+
+
+class OutputFailed(Exception):
+    """The batch's outputs were not all delivered; the caller rewinds and retries the batch.
+    `topic` names the topic that refused them, when known."""
+
+    def __init__(self, reason: str, topic: str | None = None, code: int | None = None) -> None:
+        super().__init__(f"topic {topic!r}: {reason}" if topic else reason)
+        self.topic = topic
+        self.code = code
+
+    @property
+    def topic_missing(self) -> bool:
+        return self.code in MISSING_TOPIC_CODES
+
+
+class Checkpoint:
+    """Owns the producer: a producer that failed fatally (e.g. its transaction state was lost
+    while the broker went away) is replaced by a fresh one with the same transactional.id,
+    which fences the old one, and the batch is retried."""
+
+    def __init__(
+        self, consumer: Consumer, make_producer: Callable[[], Producer], config: KafkaConfig
+    ) -> None:
+        self.consumer = consumer
+        self.config = config
+        self.transactional = config.delivery == "exactly_once"
+        self._make_producer = make_producer
+        self._producer: Producer | None = None
+        # (error, topic) of every failed delivery since the last flush or transaction
+        self._delivery_errors: list[tuple[KafkaError, str]] = []
+        # Set by the service: true once it has been asked to stop.
+        self.stopping: Callable[[], bool] = lambda: False
+        # The largest dead letter both the producer and the DLQ topic take (limit_dead_letters).
+        self.dead_letter_max_bytes = (
+            int(config.client.get("message.max.bytes", _PRODUCER_MAX_BYTES)) - _FRAMING_BYTES
+        )
+        # Dead letters the broker refused for their size: sent again with no value (below).
+        self._refused_dead_letters: set[Source] = set()
+        self._fenced_in_a_row = False
+        try:
+            self._ensure_producer()  # fences a zombie with our transactional.id right away
+        except OutputFailed as e:
+            log.warning("%s; retrying with the first batch", e)
+
+    def limit_dead_letters(self, topic_max_bytes: int | None) -> None:
+        """Cut dead letters to the DLQ topic's own `max.message.bytes` too, when it is known."""
+        if topic_max_bytes is not None:
+            self.dead_letter_max_bytes = min(
+                self.dead_letter_max_bytes, topic_max_bytes - _FRAMING_BYTES
+            )
+
+    @property
+    def producer(self) -> Producer:
+        assert self._producer is not None
+        return self._producer
+
+    def complete(self, decided: DecidedBatch, offsets: Sequence[TopicPartition]) -> None:
+        """Make the batch durable in protocol order, adding each step's time to the batch's
+        stage_seconds; raises OutputFailed when outputs were not delivered (the index write
+        stands: a retry re-emits from it)."""
+        stages = decided.stage_seconds
+        t0 = time.perf_counter()
+        decided.index_batch.commit()  # 1
+        t1 = time.perf_counter()
+        stages["index"] = stages.get("index", 0.0) + (t1 - t0)
+        try:
+            self._ensure_producer()
+            if self.transactional:
+                self._complete_transaction(decided, offsets)
+            else:
+                self._produce(decided)  # 2
+                self._flush()
+                t2 = time.perf_counter()
+                self._commit_offsets(offsets)  # 3
+                stages["produce"] = t2 - t1
+                stages["commit"] = time.perf_counter() - t2
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if error.code() in _FENCED:
+                self._replace_fenced(error)
+            if error.fatal():
+                log.warning("the producer failed for good (%s); starting a new one", error.str())
+                self._discard_producer()
+            raise OutputFailed(error.str()) from None
+        self._fenced_in_a_row = False
+
+    def _replace_fenced(self, error: KafkaError) -> None:
+        """Fenced once (e.g. the broker aborted a transaction that ran past its timeout): a new
+        producer with our transactional.id takes over, and the batch is retried. Fenced again
+        right after: another live instance uses our transactional.id, and we give way."""
+        if self._fenced_in_a_row:
+            raise ProducerFenced(
+                f"another producer took over this instance's transactional.id ({error.str()}); "
+                "give each instance its own [kafka] transactional_id"
+            )
+        self._fenced_in_a_row = True
+        log.warning("the producer was fenced (%s); starting a new one", error.str())
+        self._discard_producer()
+
+    def close(self) -> None:
+        if self._producer is not None:
+            try:
+                self._producer.flush(5.0)
+            except KafkaException as e:
+                log.warning("flush at close failed: %s", e.args[0].str())
+
+    def _discard_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.purge()  # its queue is re-emitted from the index by the retry
+                producer.flush(0)
+            except KafkaException:
+                pass
+
+    def _ensure_producer(self) -> None:
+        if self._producer is not None:
+            return
+        producer = self._make_producer()
+        if self.transactional:
+            try:
+                producer.init_transactions(60.0)
+            except KafkaException as e:
+                if e.args[0].fatal():
+                    raise
+                raise OutputFailed(f"cannot start transactions: {e.args[0].str()}") from None
+        self._producer = producer
+        self._delivery_errors.clear()
+
+    def _complete_transaction(
+        self, decided: DecidedBatch, offsets: Sequence[TopicPartition]
+    ) -> None:
+        try:
+            t1 = time.perf_counter()
+            self.producer.begin_transaction()
+            self._produce(decided)  # 2
+            t2 = time.perf_counter()
+            self.producer.send_offsets_to_transaction(  # 3
+                list(offsets), self.consumer.consumer_group_metadata(), 30.0
+            )
+            self._commit_transaction()
+            decided.stage_seconds["produce"] = t2 - t1
+            decided.stage_seconds["commit"] = time.perf_counter() - t2
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if error.fatal():
+                raise  # complete() replaces the producer
+            log.warning("transaction failed, aborting: %s", error.str())
+            # A failed delivery is the cause worth naming (its topic, e.g. a missing one).
+            failure = (
+                self._delivery_failure()
+                if self._delivery_errors
+                else OutputFailed(error.str(), code=error.code())
+            )
+            self._abort()
+            raise failure from None
+        except OutputFailed as e:
+            log.warning("transaction failed, aborting: %s", e)
+            self._abort()
+            raise
+        if self._delivery_errors:
+            # Cannot happen after a successful commit, but never lose track of a failure.
+            raise self._delivery_failure()
+
+    def _commit_transaction(self) -> None:
+        # A commit that times out goes on inside librdkafka: calling it again waits for that
+        # same commit, which ends in success or in an error (e.g. its records timing out after
+        # transaction.timeout.ms). Any other transaction call meanwhile is refused as
+        # conflicting, so abort only once the commit has ended, or give the producer up
+        # (_abort). Short calls let a stop request through between them.
+        deadline = time.monotonic() + _COMMIT_WAIT_S
+        while True:
+            try:
+                self.producer.commit_transaction(_WAIT_SLICE_S)
+                return
+            except KafkaException as e:
+                error: KafkaError = e.args[0]
+                if (
+                    error.retriable()
+                    and not error.txn_requires_abort()
+                    and time.monotonic() < deadline
+                    and not self.stopping()
+                ):
+                    continue
+                raise
+
+    def _abort(self) -> None:
+        if self.stopping():
+            # No waiting on the broker at a stop: the next run's producer, with the same
+            # transactional.id, fences this one and its open transaction is aborted.
+            self._discard_producer()
+            self._delivery_errors.clear()
+            return
+        try:
+            self.producer.abort_transaction(30.0)
+        except KafkaException as e:
+            if e.args[0].fatal():
+                raise
+            # The producer's transaction is in an unknown state (e.g. a commit still under
+            # way). A new producer with the same transactional.id fences this one, and the
+            # coordinator aborts its open transaction: the retry starts clean.
+            log.warning("abort failed (%s); replacing the producer", e.args[0].str())
+            self._discard_producer()
+        self._delivery_errors.clear()
+
+    def _produce(self, decided: DecidedBatch) -> None:
+        for outcome in decided.outcomes:
+            if isinstance(outcome, Decision):
+                self._send(self.config.output_topic, outcome.id.encode("utf-8"), outcome.to_bytes())
+            else:
+                self._send_dead_letter(outcome)
+        for correction in decided.corrections:
+            self._send(self.config.output_topic, correction.id.encode(), correction.to_bytes())
+
+    def _send_dead_letter(self, rejection: Rejection) -> None:
+        """A rejected message to the DLQ, cut to what the producer and the topic take: a message
+        of any size the broker delivered must leave, or it would stop its partition for good.
+        One that the broker still refuses goes again with its headers alone."""
+        source = rejection.message.source
+        max_bytes = 0 if source in self._refused_dead_letters else self.dead_letter_max_bytes
+        on_delivery = partial(self._on_dead_letter_delivery, source)
+        try:
+            self._send(self.config.dlq_topic, *dead_letter(rejection, max_bytes), on_delivery)
+        except OutputFailed as e:
+            if e.code not in _TOO_LARGE or max_bytes == 0:
+                raise
+            self._refused_dead_letters.add(source)
+            self._send(self.config.dlq_topic, *dead_letter(rejection, 0), on_delivery)
+
+    def _on_dead_letter_delivery(
+        self, source: Source, error: KafkaError | None, message: Message
+    ) -> None:
+        if error is not None and error.code() in _TOO_LARGE:
+            self._refused_dead_letters.add(source)
+        self._on_delivery(error, message)
+
+    def _send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None = None,
+        on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+        *,
+        partition: int | None = None,
+    ) -> None:
+        """Queue one record: every output of every role goes through here."""
+        where = {} if partition is None else {"partition": partition}
+        while True:
+            try:
+                self.producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    on_delivery=on_delivery or self._on_delivery,
+                    **where,
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+            except KafkaException as e:
+                error: KafkaError = e.args[0]
+                if error.fatal() or error.code() in _FENCED:
+                    raise
+                # e.g. a topic deleted while we run, which librdkafka refuses at once
+                raise OutputFailed(error.str(), topic, error.code()) from None
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._delivery_errors.append((error, message.topic()))
+
+    def _delivery_failure(self) -> OutputFailed:
+        (error, topic), self._delivery_errors = self._delivery_errors[0], []
+        return OutputFailed(error.str(), topic, error.code())
+
+    def _flush(self) -> None:
+        deadline = time.monotonic() + self.config_flush_timeout_s
+        remaining = self.producer.flush(_WAIT_SLICE_S)
+        while remaining and time.monotonic() < deadline and not self.stopping():
+            remaining = self.producer.flush(_WAIT_SLICE_S)
+        if self._delivery_errors:
+            raise self._delivery_failure()
+        if remaining:
+            raise OutputFailed(f"{remaining} records still undelivered")
+
+    # librdkafka retries inside message.timeout.ms (5 min by default); flush waits that long at
+    # most, so a broker outage pauses the loop instead of failing the batch.
+    config_flush_timeout_s = 330.0
+
+    def _commit_offsets(self, offsets: Sequence[TopicPartition]) -> None:
+        try:
+            self.consumer.commit(offsets=list(offsets), asynchronous=False)
+        except KafkaException as e:
+            # The partitions moved to another member during the batch: it will re-deliver,
+            # and the article table answers those articles identically.
+            log.warning("offset commit failed (%s); the new owner re-delivers", e.args[0].str())
+
+
+def dlq_headers(rejection: Rejection) -> list[tuple[str, bytes]]:
+    """Why and where from: the headers every dead letter carries."""
+    source = rejection.message.source
+    return [
+        ("x-error-reason", str(rejection.invalid.reason).encode()),
+        ("x-error-detail", rejection.invalid.detail.encode("utf-8", errors="replace")[:1000]),
+        ("x-source-topic", source.topic.encode()),
+        ("x-source-partition", str(source.partition).encode()),
+        ("x-source-offset", str(source.offset).encode()),
+    ]
+
+
+def dead_letter(
+    rejection: Rejection, max_bytes: int
+) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
+    """Key, value and headers of the dead letter of `rejection`, at most `max_bytes` together.
+
+    The message's own headers come first and its value whole when they fit. Otherwise the value
+    is cut to what fits and `x-error-value-truncated`, `-bytes` and `-sha256` say what the whole
+    was; headers that do not fit even without a value are dropped (`x-error-headers-dropped`).
+    """
+    message = rejection.message
+    key, value = message.key, message.value
+    ours = dlq_headers(rejection)
+    original = list(message.headers)
+
+    def size(value_bytes: int, headers: list[tuple[str, bytes]]) -> int:
+        return len(key or b"") + value_bytes + sum(len(k) + len(v or b"") for k, v in headers)
+
+    if value is None or size(len(value), [*original, *ours]) <= max_bytes:
+        return key, value, [*original, *ours]
+    ours += [
+        ("x-error-value-truncated", b"true"),
+        ("x-error-value-bytes", str(len(value)).encode()),
+        ("x-error-value-sha256", hashlib.sha256(value).hexdigest().encode()),
+    ]
+    if size(0, [*original, *ours]) > max_bytes:
+        ours.append(("x-error-headers-dropped", str(len(original)).encode()))
+        original = []
+    if size(0, ours) > max_bytes and key:
+        ours.append(("x-error-key-bytes", str(len(key)).encode()))
+        key = None
+    room = max(max_bytes - size(0, [*original, *ours]), 0)
+    return key, value[:room], [*original, *ours]

@@ -1,0 +1,171 @@
+"""Rebuilding the single-process index from the retained feed, without publishing anything.
+
+`--role all` keeps no changelog: its index is a function of the feed it has decided. Replaying
+each input partition from its earliest retained offset up to the group's committed offset,
+through the service's own pipeline, rebuilds that index; the service then continues from the
+committed offsets as if its directory had never been lost. What the feed no longer retains
+(below a partition's low watermark) cannot come back: `ReplayResult.lost` counts it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka import Message as KafkaMessage
+
+from consumer.config import Config, parse_duration_ms
+from consumer.deciding.decision import Source
+from consumer.deciding.rules import match_rules
+from consumer.stream.clients import consumer_config
+from consumer.stream.eventtime import EventTimeOrder, time_of
+from consumer.stream.parsing import Invalid
+from consumer.stream.pipeline import Message, Ordered, Pipeline, wall_clock_ms
+from consumer.stream.workers import Analyzed, Analyzer
+from indexstore import IndexStore
+
+_WAIT_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReplay:
+    partition: int
+    start: int  # the earliest retained offset
+    end: int  # the group's committed offset: where the service continues
+    lost: int  # offsets below `start` that the feed no longer retains
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    partitions: tuple[PartitionReplay, ...]
+    messages: int
+    seconds: float
+
+    @property
+    def lost(self) -> int:
+        return sum(p.lost for p in self.partitions)
+
+
+# called with the number of messages replayed so far, after every batch
+Progress = Callable[[int], None]
+
+
+def replay_feed(
+    config: Config,
+    store: IndexStore,
+    partitions: int,
+    progress: Progress | None = None,
+    analyzer: Analyzer | None = None,
+) -> ReplayResult:
+    """Decide the retained feed from where `store` stands (its input positions) up to the
+    group's committed offsets into `store`; the decisions are not published (they were, when
+    the service first made them). With nothing to replay this costs one look-up."""
+    t0 = time.perf_counter()
+    topic = config.kafka.input_topic
+    # The service's group.id, to read its committed offsets; assign() never joins the group
+    # and nothing here commits, so a running member would not notice (none should run).
+    settings = consumer_config(config.kafka)
+    del settings["statistics.interval.ms"]
+    consumer = Consumer({**settings, "enable.partition.eof": True})
+    done = 0
+    try:
+        plan = _plan(consumer, topic, partitions, store.positions())
+        todo = {p.partition: p.end for p in plan if p.end > p.start}
+        if not todo:
+            return ReplayResult(tuple(plan), 0, time.perf_counter() - t0)
+        consumer.assign(
+            [TopicPartition(topic, p.partition, p.start) for p in plan if p.end > p.start]
+        )
+        with contextlib.ExitStack() as stack:
+            if analyzer is None:
+                analyzer = stack.enter_context(
+                    Analyzer(config.input, config.fingerprint, config.service.workers)
+                )
+            pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
+            # In the service's order: the same event-time order over the same partitions.
+            order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+                parse_duration_ms(config.service.partition_idle)
+            )
+            order.assign([p.partition for p in plan], start_ms=store.watermark_ms())
+            for p in plan:
+                if p.end <= p.start:
+                    order.caught_up(p.partition)
+            while todo or len(order):
+                records = consumer.consume(config.kafka.batch_max_messages, _WAIT_S) if todo else []
+                messages = []
+                for record in records:
+                    error = record.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            todo.pop(record.partition(), None)
+                            continue
+                        raise KafkaException(error)
+                    end = todo.get(record.partition())
+                    if end is None or record.offset() >= end:
+                        continue
+                    messages.append(_message(record))
+                results = analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
+                for message, result in zip(messages, results, strict=True):
+                    order.add(message.source.partition, (message, result), time_of(result))
+                # Transaction markers take offsets too: a partition is done once the
+                # consumer's position has passed its committed offset, whatever lies below.
+                for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
+                    if tp.offset >= todo[tp.partition]:
+                        del todo[tp.partition]
+                for p in plan:
+                    if p.partition not in todo:
+                        order.caught_up(p.partition)
+                entries = [Ordered(*r.item, r.time_ms) for r in order.release()]
+                if entries:
+                    pipeline.decide_ordered(entries).index_batch.commit()
+                    done += len(entries)
+                    if progress is not None:
+                        progress(done)
+        store.expire()
+    finally:
+        consumer.close()
+    return ReplayResult(tuple(plan), done, time.perf_counter() - t0)
+
+
+def _plan(
+    consumer: Consumer, topic: str, partitions: int, positions: dict[str, int]
+) -> list[PartitionReplay]:
+    committed = consumer.committed(
+        [TopicPartition(topic, p) for p in range(partitions)], timeout=30.0
+    )
+    plan = []
+    for tp in committed:
+        low, _high = consumer.get_watermark_offsets(
+            TopicPartition(topic, tp.partition), timeout=30.0, cached=False
+        )
+        # No committed offset: the service has decided nothing there yet.
+        end = 0 if tp.offset == OFFSET_INVALID or tp.offset < 0 else tp.offset
+        # What the index already holds needs no replay; what the feed no longer holds
+        # cannot have one.
+        indexed = min(positions.get(f"{topic}/{tp.partition}", 0), end)
+        retained = min(low, end)
+        start = max(retained, indexed)
+        plan.append(PartitionReplay(tp.partition, start, end, lost=max(0, retained - indexed)))
+    return plan
+
+
+def _message(record: KafkaMessage) -> Message:
+    """As the service builds it, so the replay decides exactly what the service decided."""
+    ts_type, ts = record.timestamp()
+    return Message(
+        key=record.key(),
+        value=record.value(),
+        source=Source(record.topic(), record.partition(), record.offset()),
+        timestamp_ms=wall_clock_ms() if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
+        headers=tuple(record.headers() or ()),
+    )

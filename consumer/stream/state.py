@@ -1,0 +1,79 @@
+"""Opening the index with the service's configuration."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from consumer.config import IndexConfig, parse_duration_ms, parse_size_bytes
+from consumer.ops.logs import log_event
+from indexstore import IndexCorruptError, IndexOptions, IndexStore
+
+log = logging.getLogger(__name__)
+
+# The index holds the feed's articles and decisions: only the service's own user reads it.
+STATE_DIR_MODE = 0o700
+
+
+def index_options(config: IndexConfig) -> IndexOptions:
+    return IndexOptions(
+        max_distance=config.max_distance,
+        segment_ms=parse_duration_ms(config.segment),
+        retention_ms=parse_duration_ms(config.retention),
+        future_skew_ms=parse_duration_ms(config.future_skew),
+        expected_articles=config.expected_articles,
+        memory_bytes=parse_size_bytes(config.memory),
+    )
+
+
+def open_index(config: IndexConfig, path: str | None = None) -> IndexStore:
+    directory = Path(path or config.path)
+    ensure_private_dir(directory)
+    return IndexStore.open(directory, index_options(config))
+
+
+def ensure_private_dir(directory: Path) -> None:
+    """Create `directory` owner-only (RocksDB would create it as the umask allows, usually
+    world-readable). An existing directory is the operator's: it is left as it is, with a
+    warning when others may read it."""
+    try:
+        directory.mkdir(parents=True, mode=STATE_DIR_MODE)
+    except FileExistsError:
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode & 0o077:
+            log_event(
+                log,
+                logging.WARNING,
+                "the index directory is readable by other users; chmod 700 it",
+                path=str(directory),
+                mode=oct(mode),
+            )
+        return
+    # mkdir's mode is filtered by the umask, which may be stricter or odd; set it exactly.
+    os.chmod(directory, STATE_DIR_MODE)
+
+
+def damaged_index_message(error: IndexCorruptError) -> str:
+    """The line the CLI prints for a damaged index: the directory, and how this project
+    rebuilds it, which depends on the role that owns it (the library cannot know)."""
+    path = error.path
+    if path is None:
+        return str(error)
+    damaged = f"the index in {path} is damaged ({error.detail})"
+    partition = path.parent
+    if partition.name.startswith("partition-") and path.name.startswith("domain="):
+        # A restore starts at the lowest position of the partition's remaining domains, so
+        # moving one domain aside would skip that domain's older records.
+        return (
+            f"{damaged}. Stop the decide instance, move the whole partition directory aside "
+            f"(mv {partition} {partition}.damaged) and start it again: it restores "
+            f"{partition.name} from the changelog before deciding it "
+            '(README: "A damaged index")'
+        )
+    return (
+        f"{damaged}. Stop the service, move the directory aside (mv {path} {path}.damaged), "
+        f"rebuild it with `newsdedup index rebuild --from-feed --state {path}` and start the "
+        'service again (README: "A damaged index")'
+    )
