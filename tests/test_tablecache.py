@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from consumer import idf, tablecache
+from consumer.fingerprint import idf, tablecache
 from consumer.errors import InputError
 
 
