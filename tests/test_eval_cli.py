@@ -1,4 +1,4 @@
-"""`newsdedup eval` end to end on a small synthetic corpus, with both baselines and a stand-in
+"""`newsdedup eval` end to end on a small synthetic corpus, with every baseline and a stand-in
 for `newsdedup check` that honours the same command-line contract (exact matches only)."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from random import Random
 import pytest
 
 from consumer import cli
+from consumer.commands.eval import DEFAULT_BASELINES
 from consumer.config import load_config
 from consumer.evaluation import check
+from consumer.evaluation.baselines import BASELINES
 from consumer.evaluation.feed import build_feed, parse_published_at, silver_path
 
 # The stand-in: `check IN -o OUT --state DIR`, one decision per line, exact text matches only.
@@ -118,25 +120,48 @@ def test_eval_end_to_end_with_baselines(
 ) -> None:
     png = tmp_path / "pr.png"
     argv = ["eval", "--data", str(corpus), "--edits", "24", "--json", "--plot", str(png)]
-    assert cli.main([*argv, "--baselines", "minhash,simhash"]) == 0
+    assert cli.main(argv) == 0  # every baseline, by default
     report = json.loads(capsys.readouterr().out)
     assert report["feed"]["corpus_articles"] == 66
     assert report["feed"]["edited_copies"] == 24
     systems = {s["system"]: s for s in report["systems"]}
-    assert set(systems) == {"newsdedup", "newsdedup-whole", "minhash", "simhash"}
+    assert list(systems) == ["newsdedup", "newsdedup-whole", *DEFAULT_BASELINES]
     # The stand-in finds exactly the 3 exact reposts: always right, recall 3 of 30 pairs.
     for run in ("newsdedup", "newsdedup-whole"):
         assert systems[run]["precision"] == 1.0
         assert systems[run]["recall"] == pytest.approx(3 / 30)
-    assert systems["minhash"]["precision"] == 1.0
-    assert systems["minhash"]["recall"] >= 0.9
+    for minhash in ("minhash", "minhash-verified", "rensa", "rensa-verified"):
+        assert systems[minhash]["precision"] == 1.0
+        assert systems[minhash]["recall"] >= 0.9
     assert systems["simhash"]["precision"] == 1.0
     assert systems["simhash"]["recall_by_kind"]["punctuation"]["recall"] == 1.0
+    # Speed per CPU-second for every row: the stand-in check's CPU is its process's.
+    for s in systems.values():
+        assert s["cpu_seconds"] > 0
+        # (cpu_seconds is rounded to the millisecond in the report)
+        assert 90 / s["articles_per_cpu_second"] == pytest.approx(s["cpu_seconds"], abs=1e-3)
     assert png.stat().st_size > 10_000
 
     assert cli.main([*argv[:-2], "--baselines", "none", "--edits", "5"]) == 0
     text = capsys.readouterr().out
     assert "newsdedup" in text and "minhash" not in text and "simhash" not in text
+
+
+@pytest.mark.usefixtures("fake_check")
+def test_text_report_names_every_minhash_row(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = "minhash,minhash-verified,rensa,rensa-verified"
+    assert cli.main(["eval", "--data", str(corpus), "--edits", "5", "--baselines", rows]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if ln.startswith("system"))
+    assert header.split()[-2:] == ["art/CPU-s", "seconds"]
+    named = [ln.split()[0] for ln in lines[lines.index(header) + 1 :] if ln.strip()][:6]
+    assert named == ["newsdedup", "newsdedup-whole", *rows.split(",")]
+
+
+def test_the_default_baselines_are_all_of_them() -> None:
+    assert tuple(BASELINES) == DEFAULT_BASELINES
 
 
 def test_the_whole_feed_run_gets_a_window_holding_the_feed(corpus: Path) -> None:
@@ -174,8 +199,8 @@ def test_eval_text_report_and_failing_check(
     monkeypatch.setattr(check, "CHECK_COMMAND", (sys.executable, "-c", "import sys; sys.exit(3)"))
     assert cli.main(["eval", "--data", str(corpus), "--edits", "5", "--baselines", "simhash"]) == 1
     captured = capsys.readouterr()
-    assert f"{'newsdedup':<15} failed: check exited 3" in captured.out
-    assert f"{'newsdedup-whole':<15} failed: check exited 3" in captured.out
+    assert f"{'newsdedup':<16} failed: check exited 3" in captured.out
+    assert f"{'newsdedup-whole':<16} failed: check exited 3" in captured.out
     assert "simhash" in captured.out and "recall by kind of pair" in captured.out
     assert "newsdedup failed" in captured.err
 
@@ -195,3 +220,25 @@ def test_contract_violations_are_reported(corpus: Path) -> None:
         check.parse_decisions([line, bad], articles)
     with pytest.raises(check.ContractError, match="is for"):
         check.parse_decisions([line, line], articles)
+
+
+@pytest.mark.usefixtures("fake_check")
+def test_pairs_report_runs_every_baseline_in_aligned_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = Random(2)
+    rows = []
+    for i in range(10):
+        a = "。".join(_sentence(rng) for _ in range(3))
+        # Even pairs: the same sentence twice (label 1); odd ones: unrelated (label 0).
+        rows.append({"id": i, "a": a, "b": a if i % 2 == 0 else _sentence(rng), "label": 1 - i % 2})
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    assert cli.main(["eval", "--pairs", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if ln.startswith("system"))
+    table = lines[lines.index(header) + 1 :]
+    assert [ln.split()[0] for ln in table] == ["newsdedup", *DEFAULT_BASELINES]
+    # Every row's precision sits under the header's, whatever the system's name.
+    column = header.index("precision") + len("precision")
+    assert all(ln[column - 5 : column] in ("1.000", "    —") for ln in table)

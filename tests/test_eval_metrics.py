@@ -48,6 +48,12 @@ def test_hand_computed_scores() -> None:
     assert s.by_kind["typos"].recall == pytest.approx(0.5)
 
 
+def test_speed_per_cpu_second_only_where_cpu_time_was_measured() -> None:
+    s = score(Run("x", DECISIONS, seconds=2.0, cpu_seconds=4.0), PAIRS, similarity)
+    assert s.articles_per_cpu_second == pytest.approx(1.25)
+    assert score(Run("x", DECISIONS, 2.0), PAIRS, similarity).articles_per_cpu_second is None
+
+
 def test_nothing_flagged_has_no_precision() -> None:
     quiet = tuple(Decision(d.id, DecisionKind.UNIQUE) for d in DECISIONS)
     s = score(Run("x", quiet, seconds=1.0), PAIRS, similarity)

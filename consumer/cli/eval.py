@@ -9,14 +9,18 @@ from pathlib import Path
 
 from consumer.errors import InputError
 
+# Every baseline of consumer/evaluation/baselines.py, named here so that `--help` does not
+# import the eval extra.
+DEFAULT_BASELINES = ("minhash", "minhash-verified", "rensa", "rensa-verified", "simhash")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval",
-        help="measure accuracy against the MinHash and SimHash baselines",
+        help="measure accuracy against MinHash (datasketch, rensa) and SimHash baselines",
         description="Build a feed from a corpus (publish order) plus edited copies, run "
         "`newsdedup check` and the baselines on it, and report precision, recall, F1 and "
-        "articles/s. Needs the `eval` extra (datasketch, simhash, matplotlib).",
+        "articles per second and per CPU-second. Needs the `eval` extra (datasketch, rensa, simhash, matplotlib).",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="corpus, JSONL (.gz): id/title/content/...")
@@ -31,8 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--edits", type=int, default=1000, help="edited copies (default 1000)")
     parser.add_argument(
         "--baselines",
-        default="minhash,simhash",
-        help="comma-separated: minhash, simhash, or none (default both)",
+        default=",".join(DEFAULT_BASELINES),
+        help="comma-separated, or none (default all): minhash, rensa (MinHashLSH of datasketch "
+        "and of rensa; any LSH candidate is a match), minhash-verified, rensa-verified (the "
+        "best candidate, if its estimated Jaccard is ≥ 0.5), simhash",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the edits (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -157,6 +158,7 @@ def run_check(
         if config is not None:
             command += ["--config", str(config)]
         started = time.perf_counter()
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(
             command,
             capture_output=True,
@@ -165,6 +167,11 @@ def run_check(
             env={**os.environ, **(environment or {})},
         )
         seconds = time.perf_counter() - started
+        # The command and every process it waited for, start-up included, as `seconds`.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_seconds = (children.ru_utime + children.ru_stime) - (
+            children_before.ru_utime + children_before.ru_stime
+        )
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             return Run(system, (), seconds, f"check exited {done.returncode}: {tail}")
@@ -183,4 +190,4 @@ def run_check(
             )
         except (OSError, ValueError, KeyError, ContractError) as e:
             return Run(system, (), seconds, f"check output unusable: {e}")
-    return Run(system, decisions, seconds)
+    return Run(system, decisions, seconds, cpu_seconds=cpu_seconds)

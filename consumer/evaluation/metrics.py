@@ -41,6 +41,7 @@ class Scores:
     found: int
     by_kind: dict[str, KindRecall]
     error: str | None = None
+    cpu_seconds: float | None = None
 
     @property
     def precision(self) -> float | None:
@@ -61,6 +62,13 @@ class Scores:
     @property
     def articles_per_second(self) -> float | None:
         return self.articles / self.seconds if self.seconds > 0 and not self.error else None
+
+    @property
+    def articles_per_cpu_second(self) -> float | None:
+        """Articles per second of CPU used (all its processes): what a core buys, however busy
+        the machine; None where CPU time is unknown."""
+        cpu = self.cpu_seconds
+        return self.articles / cpu if cpu and cpu > 0 and not self.error else None
 
 
 def score(run: Run, pairs: Sequence[TruePair], similarity: Similarity) -> Scores:
@@ -90,4 +98,5 @@ def score(run: Run, pairs: Sequence[TruePair], similarity: Similarity) -> Scores
         pairs=len(pairs),
         found=sum(k.found for k in by_kind.values()),
         by_kind=by_kind,
+        cpu_seconds=run.cpu_seconds,
     )

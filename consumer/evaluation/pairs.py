@@ -103,23 +103,27 @@ def score_pairs(run: Run, feed: PairFeed) -> PairScores:
     )
 
 
+# Width of the system column: its longest name, "minhash-verified".
+_W = 16
+
+
 def to_text(path: str, feed: PairFeed, scores: Sequence[PairScores]) -> str:
     lines = [
         f"pairs: {path}",
         f"feed: {len(feed.same):,} pairs as {len(feed.articles):,} texts "
         f"({feed.short_share:.0%} under 60 characters)",
         "",
-        f"{'system':<10} {'precision':>9} {'flagged':>8} {'wrong':>6} "
+        f"{'system':<{_W}} {'precision':>9} {'flagged':>8} {'wrong':>6} "
         f"{'different pairs flagged':>24} {'art/s':>8}",
     ]
     for s in scores:
         if s.error:
-            lines.append(f"{s.system:<10} failed: {s.error}")
+            lines.append(f"{s.system:<{_W}} failed: {s.error}")
             continue
         precision = "—" if s.precision is None else f"{s.precision:.3f}"
         rate = "—" if s.articles_per_second is None else f"{s.articles_per_second:,.0f}"
         lines.append(
-            f"{s.system:<10} {precision:>9} {s.flagged:>8,} {s.flagged - s.right:>6,} "
+            f"{s.system:<{_W}} {precision:>9} {s.flagged:>8,} {s.flagged - s.right:>6,} "
             f"{f'{s.flagged_different:,} of {s.pairs_different:,}':>24} {rate:>8}"
         )
     return "\n".join(lines)

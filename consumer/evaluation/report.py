@@ -21,8 +21,8 @@ class FeedSummary:
     seed: int
 
 
-# Width of a system's column: its longest name, "newsdedup-whole".
-_W = 15
+# Width of a system's column: its longest name, "minhash-verified".
+_W = 16
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -43,7 +43,7 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
         f"{feed.silver_pairs_checked:,} silver candidates) + {feed.edit_pairs:,} edited copies",
         "",
         f"{'system':<{_W}} {'precision':>9} {'recall':>7} {'F1':>6} {'flagged':>8} "
-        f"{'wrong':>6} {'missed':>7} {'art/s':>8} {'seconds':>8}",
+        f"{'wrong':>6} {'missed':>7} {'art/s':>8} {'art/CPU-s':>9} {'seconds':>8}",
     ]
     for s in scores:
         if s.error:
@@ -52,7 +52,8 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
         lines.append(
             f"{s.system:<{_W}} {_fmt(s.precision):>9} {_fmt(s.recall):>7} {_fmt(s.f1):>6} "
             f"{s.flagged:>8,} {s.flagged - s.correct:>6,} {s.pairs - s.found:>7,} "
-            f"{_rate(s.articles_per_second):>8} {s.seconds:>8.1f}"
+            f"{_rate(s.articles_per_second):>8} {_rate(s.articles_per_cpu_second):>9} "
+            f"{s.seconds:>8.1f}"
         )
     ok = [s for s in scores if not s.error]
     kinds = sorted({k for s in ok for k in s.by_kind})
@@ -96,6 +97,8 @@ def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
                 "articles": s.articles,
                 "seconds": round(s.seconds, 3),
                 "articles_per_second": s.articles_per_second,
+                "cpu_seconds": None if s.cpu_seconds is None else round(s.cpu_seconds, 3),
+                "articles_per_cpu_second": s.articles_per_cpu_second,
                 "recall_by_kind": {
                     k: {"pairs": v.pairs, "found": v.found, "recall": v.recall}
                     for k, v in s.by_kind.items()
@@ -107,30 +110,52 @@ def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
 
 
 def plot(feed: FeedSummary, scores: Sequence[Scores], path: str | Path) -> None:
-    """Precision against recall per system (left) and recall per kind of pair (right)."""
+    """Precision against recall per system, articles per CPU-second per system, and recall
+    per kind of pair; each system keeps one colour in all three."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and in CI
     import matplotlib.pyplot as plt
 
     ok = [s for s in scores if not s.error and s.precision is not None and s.recall is not None]
+    colour = {s.system: f"C{i % 10}" for i, s in enumerate(ok)}
     kinds = sorted({k for s in ok for k in s.by_kind})
-    fig, (left, right) = plt.subplots(
-        1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 2]}, layout="constrained"
+    fig, (left, middle, right) = plt.subplots(
+        1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [1.1, 0.8, 2]}, layout="constrained"
     )
     for s in ok:
-        left.scatter(s.recall, s.precision, s=60)
-        left.annotate(s.system, (s.recall, s.precision), textcoords="offset points", xytext=(6, 4))
-    low = min([0.5] + [v for s in ok for v in (s.precision, s.recall) if v is not None])
-    left.set(xlim=(low - 0.02, 1.06), ylim=(low - 0.02, 1.03), xlabel="recall", ylabel="precision")
+        # Close systems (a baseline and its verified variant) overlap: a legend, not labels.
+        left.scatter(s.recall, s.precision, s=60, color=colour[s.system], label=s.system)
+    # Zoomed to the points: the systems compared here differ in the second decimal or less.
+    low = min([0.99] + [v for s in ok for v in (s.precision, s.recall) if v is not None])
+    margin = (1 - low) * 0.1 + 0.002
+    left.set(xlim=(low - margin, 1 + margin), ylim=(low - margin, 1 + margin))
+    left.set(xlabel="recall", ylabel="precision")
     left.set_title("precision / recall")
     left.grid(alpha=0.3)
+    left.legend(loc="lower left", fontsize="small")
+    speeds = [s.articles_per_cpu_second or 0.0 for s in ok]
+    middle.barh(range(len(ok)), speeds, color=[colour[s.system] for s in ok])
+    middle.set_yticks(range(len(ok)), [s.system for s in ok])
+    for y, s in enumerate(ok):
+        if s.articles_per_cpu_second is None:  # the service through Kafka: not measured
+            middle.annotate("n/a", (0, y), xytext=(4, 0), textcoords="offset points", va="center")
+    middle.invert_yaxis()
+    middle.set(xlabel="articles per CPU-second")
+    middle.set_title("speed")
+    middle.grid(axis="x", alpha=0.3)
     width = 0.8 / max(len(ok), 1)
     for i, s in enumerate(ok):
         values = [
             (s.by_kind[k].recall or 0.0) if k in s.by_kind else 0.0 for k in kinds
         ]  # fmt: skip
-        right.bar([x + i * width for x in range(len(kinds))], values, width, label=s.system)
+        right.bar(
+            [x + i * width for x in range(len(kinds))],
+            values,
+            width,
+            label=s.system,
+            color=colour[s.system],
+        )
     right.set_xticks([x + width * (len(ok) - 1) / 2 for x in range(len(kinds))], kinds)
     plt.setp(right.get_xticklabels(), rotation=35, ha="right")
     right.set(ylim=(0, 1.05), ylabel="recall")

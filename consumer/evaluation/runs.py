@@ -20,9 +20,13 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """A system's decisions in feed order; `error` says why a system produced none."""
+    """A system's decisions in feed order; `error` says why a system produced none.
+
+    `seconds` is wall-clock time; `cpu_seconds` the CPU time it used (its own processes'
+    user + system), which a busy machine does not inflate; None where it cannot be measured."""
 
     system: str
     decisions: tuple[Decision, ...]
     seconds: float
     error: str | None = None
+    cpu_seconds: float | None = None
