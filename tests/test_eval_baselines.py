@@ -9,7 +9,7 @@ from random import Random
 
 import pytest
 
-from consumer.decisions import DecisionKind
+from consumer.deciding.decision import DecisionKind
 from consumer.evaluation import baselines
 from consumer.evaluation.feed import Article
 

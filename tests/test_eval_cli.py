@@ -13,7 +13,7 @@ from random import Random
 import pytest
 
 from consumer import cli
-from consumer.commands.eval import DEFAULT_BASELINES
+from consumer.cli.eval import DEFAULT_BASELINES
 from consumer.config import load_config
 from consumer.evaluation import check
 from consumer.evaluation.baselines import BASELINES

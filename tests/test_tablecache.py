@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from consumer.fingerprint import idf, tablecache
 from consumer.errors import InputError
+from consumer.fingerprint import idf, tablecache
 
 
 @pytest.fixture

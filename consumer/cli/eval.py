@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="measure accuracy against MinHash (datasketch, rensa) and SimHash baselines",
         description="Build a feed from a corpus (publish order) plus edited copies, run "
         "`newsdedup check` and the baselines on it, and report precision, recall, F1 and "
-        "articles per second and per CPU-second. Needs the `eval` extra (datasketch, rensa, simhash, matplotlib).",
+        "articles per second and per CPU-second. Needs the `eval` extra (datasketch, rensa, "
+        "simhash, matplotlib).",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="corpus, JSONL (.gz): id/title/content/...")
