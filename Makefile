@@ -17,7 +17,7 @@ SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
-LINT_PATHS := consumer indexstore tests
+LINT_PATHS := consumer indexstore tests scripts/decision-frontier scripts/compare-fingerprinting
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\
@@ -77,7 +77,7 @@ system-deps:
 
 # The session fixture in tests/conftest.py starts and stops the broker; fetching the jars here
 # keeps the download out of the first test's time budget.
-test: venv system-deps audit
+test: venv system-deps audit lint
 	@scripts/kafka-local fetch >/dev/null
 	@rc=0; $(VENV)/bin/python -m pytest || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests, which is a failure" >&2; exit 1; fi; \
