@@ -117,3 +117,26 @@ def test_a_restart_stands_at_the_index_watermark():
     (released,) = order.release()
     assert released.time_ms == 100
     assert order.stream_time_ms == 100
+
+
+def test_heads_of_equal_time_leave_in_the_order_they_were_produced():
+    order: EventTimeOrder = EventTimeOrder(0, clock=Clock())
+    order.assign([0, 1])
+    # Dates given to the day: the copy on partition 0 was produced after the original on 1.
+    order.add(0, "copy", 100, tiebreak=20)
+    order.add(1, "original", 100, tiebreak=10)
+    order.caught_up(0)
+    order.caught_up(1)
+    assert [r.item for r in order.release()] == ["original", "copy"]
+
+
+def test_a_partition_known_to_be_behind_is_waited_for_past_the_idle_bound():
+    clock = Clock()
+    order: EventTimeOrder = EventTimeOrder(500, clock=clock)
+    order.assign([0, 1])
+    order.add(0, "a", 1)
+    order.behind(1, True)  # the broker holds records of partition 1 not fetched yet
+    clock.now = 60.0
+    assert list(order.release()) == []
+    order.behind(1, False)
+    assert [r.item for r in order.release()] == ["a"]

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
@@ -33,7 +33,7 @@ from consumer.ops.logs import log_event
 from consumer.ops.memory import release_free_memory
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.changelog import restore_partition
-from consumer.scaleout.common import RoleService
+from consumer.scaleout.common import RoleService, role_config
 from consumer.scaleout.domains import CHANGELOG_POSITION, DomainStores
 from consumer.scaleout.sequencing import Sequencer, Timed
 from consumer.scaleout.wire import (
@@ -50,6 +50,9 @@ from consumer.stream.service import _MAX_BACKOFF_S
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
+
+# How often the fingerprint role's progress on the feed is asked for.
+_FEED_LOOK_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +206,9 @@ class DecideService(RoleService):
         # queue per feed partition, whose count is learnt at start.
         self.sequencer = Sequencer(parse_duration_ms(config.service.partition_idle), 1)
         self._last_commits: dict[int, tuple[int, str]] = {}
+        # Reads the fingerprint role's committed offsets; assign()-free, it never joins.
+        self._feed_watch: Consumer | None = None
+        self._last_feed_look = float("-inf")
 
     @contextmanager
     def resources(self) -> Iterator[None]:
@@ -212,6 +218,9 @@ class DecideService(RoleService):
         finally:
             self.health.index_open = False
             self.stores.close()
+            if self._feed_watch is not None:
+                self._feed_watch.close()
+                self._feed_watch = None
 
     def make_stage(self) -> DecideStage:
         return self.stage
@@ -254,6 +263,7 @@ class DecideService(RoleService):
                 self.health.broker_reachable = True
             for m in messages:
                 self.sequencer.add(m, self.stage.decode(m))
+            self._watch_fingerprint_role()
             for partition in at_end:
                 self.sequencer.caught_up(partition)
             self._pause_long_queues(consumer)
@@ -275,6 +285,36 @@ class DecideService(RoleService):
                     self._stop.wait(backoff)
                     break
             self._housekeeping(None)
+
+    def _watch_fingerprint_role(self) -> None:
+        """Which feed partitions the fingerprint role has not finished (its group's committed
+        offset below the feed's end), asked at most once a second: the end of an internal
+        partition only says that nothing more was forwarded yet."""
+        now = time.monotonic()
+        if now - self._last_feed_look < _FEED_LOOK_S:
+            return
+        self._last_feed_look = now
+        feed = self.full_config.kafka.input_topic
+        tps = [TopicPartition(feed, s) for s in range(self.sequencer.sources)]
+        try:
+            if self._feed_watch is None:
+                settings = consumer_config(role_config(self.full_config, "fingerprint").kafka)
+                settings.pop("statistics.interval.ms", None)
+                self._feed_watch = Consumer(settings)
+            behind = set()
+            for tp in self._feed_watch.committed(tps, timeout=5.0):
+                low, high = self._feed_watch.get_watermark_offsets(
+                    TopicPartition(feed, tp.partition), timeout=5.0, cached=False
+                )
+                done = tp.offset if tp.offset >= 0 else low
+                if done < high:
+                    behind.add(tp.partition)
+        except KafkaException as e:
+            log_event(
+                log, logging.WARNING, "cannot read the fingerprint role's progress", error=str(e)
+            )
+            return
+        self.sequencer.sources_behind(behind)
 
     def _rewind(self, consumer: Consumer, failed: Sequence[Message]) -> None:
         """Read every owned partition again from its last commit."""

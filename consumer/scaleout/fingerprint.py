@@ -105,6 +105,9 @@ class ForwardCheckpoint(Checkpoint):
                     outcome.domain.encode("utf-8"),
                     encode_fingerprinted(outcome.item, outcome.message.source),
                     partition=domain_partition(outcome.domain, self.partitions),
+                    # The feed record's own timestamp: the decide role orders articles of
+                    # equal event time by it, as `--role all` does.
+                    timestamp_ms=outcome.message.timestamp_ms,
                 )
             else:
                 self._send_dead_letter(outcome)

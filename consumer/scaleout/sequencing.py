@@ -83,6 +83,7 @@ class Sequencer:
         self.sources = sources  # feed partitions: a queue each
         self._clock = clock
         self._partitions: dict[int, _Partition] = {}
+        self._behind: set[int] = set()
 
     def assign(self, partition: int, committed: int, metadata: str | None) -> None:
         order: EventTimeOrder[Entry] = (
@@ -91,6 +92,8 @@ class Sequencer:
             else EventTimeOrder(self.idle_ms, self._clock)
         )
         order.assign(range(self.sources))
+        for source in self._behind:
+            order.behind(source, True)
         done = decode_done(committed, metadata)
         self._partitions[partition] = _Partition(order, committed, done, set(done), committed)
 
@@ -127,14 +130,30 @@ class Sequencer:
         if source >= self.sources:  # the feed grew partitions since we started
             self.sources = source + 1
             p.order.assign(range(self.sources))
-        p.order.add(source, (message, fingerprinted), fingerprinted.item.event_time_ms)
+        p.order.add(
+            source,
+            (message, fingerprinted),
+            fingerprinted.item.event_time_ms,
+            message.timestamp_ms,  # the feed record's, as the fingerprint role forwards it
+        )
         p.queued_offsets[offset] = source
 
+    def sources_behind(self, behind: set[int]) -> None:
+        """The feed partitions the fingerprint role has not forwarded to their end: their
+        queues are waited for, in every internal partition, however long that takes."""
+        self._behind = behind
+        for p in self._partitions.values():
+            for source in p.order.partitions():
+                p.order.behind(source, source in behind)
+
     def caught_up(self, partition: int) -> None:
+        """The internal partition is read to its end: every feed partition the fingerprint
+        role has finished is then complete here too."""
         p = self._partitions.get(partition)
         if p is not None:
             for source in p.order.partitions():
-                p.order.caught_up(source)
+                if source not in self._behind:
+                    p.order.caught_up(source)
 
     def queued(self, partition: int) -> int:
         p = self._partitions.get(partition)

@@ -317,9 +317,12 @@ class Checkpoint:
         on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
         *,
         partition: int | None = None,
+        timestamp_ms: int | None = None,
     ) -> None:
         """Queue one record: every output of every role goes through here."""
-        where = {} if partition is None else {"partition": partition}
+        where: dict[str, int] = {} if partition is None else {"partition": partition}
+        if timestamp_ms is not None:
+            where["timestamp"] = timestamp_ms
         while True:
             try:
                 self.producer.produce(

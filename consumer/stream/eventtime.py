@@ -52,19 +52,21 @@ class Released(Generic[Item]):
 
 @dataclass(slots=True)
 class _Queue(Generic[Item]):
-    items: deque[tuple[int, Item, int | None]] = field(default_factory=deque)  # seq, item, time
+    # seq, item, time, and what orders items of equal time (their Kafka timestamps)
+    items: deque[tuple[int, Item, int | None, int]] = field(default_factory=deque)
     # The queue's dated times as a sliding minimum: each entry is earlier than all after it,
     # so the first is the earliest time queued (amortized O(1) per push and pop).
     minima: deque[tuple[int, int]] = field(default_factory=deque)  # (time, seq)
     next_seq: int = 0
     time_ms: int | None = None  # the partition's stream time: the greatest time released
     caught_up: bool = False  # the broker reached its end after the last record queued
+    behind: bool = False  # the broker holds more for it than was fetched: always waited for
     empty_since: float = 0.0
 
-    def push(self, item: Item, time_ms: int | None) -> None:
+    def push(self, item: Item, time_ms: int | None, tiebreak: int) -> None:
         seq = self.next_seq
         self.next_seq += 1
-        self.items.append((seq, item, time_ms))
+        self.items.append((seq, item, time_ms, tiebreak))
         if time_ms is not None:
             while self.minima and self.minima[-1][0] >= time_ms:
                 self.minima.pop()
@@ -80,7 +82,7 @@ class _Queue(Generic[Item]):
 
     def pop(self) -> tuple[Item, int | None]:
         at = self.earliest()
-        seq, item, _ = self.items.popleft()
+        seq, item, _, _ = self.items.popleft()
         if self.minima and self.minima[0][1] == seq:
             self.minima.popleft()
         if at is not None and (self.time_ms is None or at > self.time_ms):
@@ -127,13 +129,25 @@ class EventTimeOrder(Generic[Item]):
 
     # -- input --------------------------------------------------------------------------------
 
-    def add(self, partition: int, item: Item, time_ms: int | None) -> None:
+    def add(self, partition: int, item: Item, time_ms: int | None, tiebreak: int = 0) -> None:
         """Queue `item` behind the ones already queued for `partition` (offset order); a None
-        time for an undated item."""
+        time for an undated item. Of heads at the same time, the one with the smaller
+        `tiebreak` (its Kafka timestamp: when it was produced) leaves first, then the lower
+        partition: dates given to the day tie often, and the order they were produced in is
+        the best guess of the order they were published in."""
         queue = self._queues.get(partition)
         if queue is None:  # not assigned (a record fetched before a revocation): dropped
             return
-        queue.push(item, time_ms)
+        queue.push(item, time_ms, tiebreak)
+
+    def behind(self, partition: int, behind: bool) -> None:
+        """Whether the broker is known to hold records of `partition` not fetched yet: such a
+        partition is waited for whatever `idle_ms` says, since time spent deciding the others
+        is no sign that it has gone quiet (how Kafka Streams treats a partition with known
+        lag)."""
+        queue = self._queues.get(partition)
+        if queue is not None:
+            queue.behind = behind
 
     def caught_up(self, partition: int) -> None:
         """The broker said `partition` has nothing beyond what is queued, for now: once its
@@ -168,19 +182,21 @@ class EventTimeOrder(Generic[Item]):
         now = self._clock()
         count = 0
         while limit is None or count < limit:
-            best: tuple[int | float, int] | None = None
+            best: tuple[int | float, int, int] | None = None
             for p, queue in self._queues.items():
                 if not queue.items:
-                    if not queue.caught_up and now - queue.empty_since < self.idle_s:
+                    if queue.caught_up:
+                        continue
+                    if queue.behind or now - queue.empty_since < self.idle_s:
                         return  # this partition may still bring something earlier
                     continue
                 at = queue.earliest()
-                key = (float("-inf") if at is None else at, p)
+                key = (float("-inf") if at is None else at, queue.items[0][3], p)
                 if best is None or key < best:
                     best = key
             if best is None:
                 return
-            partition = best[1]
+            partition = best[2]
             queue = self._queues[partition]
             item, time_ms = queue.pop()
             if not queue.items:

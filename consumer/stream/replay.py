@@ -116,7 +116,12 @@ def replay_feed(
                     messages.append(_message(record))
                 results = analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
                 for message, result in zip(messages, results, strict=True):
-                    order.add(message.source.partition, (message, result), time_of(result))
+                    order.add(
+                        message.source.partition,
+                        (message, result),
+                        time_of(result),
+                        message.timestamp_ms,
+                    )
                 # Transaction markers take offsets too: a partition is done once the
                 # consumer's position has passed its committed offset, whatever lies below.
                 for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
@@ -125,6 +130,8 @@ def replay_feed(
                 for p in plan:
                     if p.partition not in todo:
                         order.caught_up(p.partition)
+                    else:
+                        order.behind(p.partition, True)  # its end is known and not reached
                 entries = [Ordered(*r.item, r.time_ms) for r in order.release()]
                 if entries:
                     pipeline.decide_ordered(entries).index_batch.commit()

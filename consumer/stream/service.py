@@ -337,10 +337,16 @@ class Service:
                     if isinstance(result, Analyzed):
                         # Only a rejection's value is needed again (for the DLQ).
                         message = dataclasses.replace(message, value=None)
-                    order.add(message.source.partition, (message, result), time_of(result))
+                    order.add(
+                        message.source.partition,
+                        (message, result),
+                        time_of(result),
+                        message.timestamp_ms,
+                    )
             for partition in at_end:
                 order.caught_up(partition)
             self._flow_control(consumer)
+            self._note_lag(consumer)
             while not self._stop.is_set():
                 released = list(order.release(max_messages))
                 if not released:
@@ -369,6 +375,18 @@ class Service:
             elif partition in self._paused and queued <= self._max_queued // 2:
                 consumer.resume([TopicPartition(topic, partition)])
                 self._paused.discard(partition)
+
+    def _note_lag(self, consumer: Consumer) -> None:
+        """Tell the order which partitions with nothing queued still have records on the
+        broker (from the high watermark of the last fetch): those are waited for."""
+        topic = self.config.kafka.input_topic
+        empty = [p for p in self._order.partitions() if not self._order.queued(p)]
+        if not empty:
+            return
+        positions = consumer.position([TopicPartition(topic, p) for p in empty])
+        for tp in positions:
+            _low, high = consumer.get_watermark_offsets(tp, cached=True)
+            self._order.behind(tp.partition, 0 <= tp.offset < high)
 
     def _valid_records(self, records: Sequence) -> tuple[list[Message], set[int]]:
         """The messages polled, and the partitions whose last word was that they reached
