@@ -36,6 +36,7 @@ from indexstore import ArticleRecord, Batch, Match
 # What the service keeps beside each article record: when the decision was first made, so a
 # re-emitted decision is identical to the first one.
 _PAYLOAD = struct.Struct(">q")
+_ID_LENGTH = struct.Struct(">H")
 
 # Candidates verified per article, best first: past the first few, a verified one is rare and
 # each costs an estimate.
@@ -111,7 +112,7 @@ def decide(
     that were decided before it arrived (see `_corrections`)."""
     prior = batch.lookup(item.id)
     if prior is not None and prior.content_hash == item.content_hash:
-        return _from_record(prior, source), []
+        return _from_record(prior, source), _corrections_again(batch, prior, source)
     result = batch.search(
         item.simhash,
         item.content_hash,
@@ -148,9 +149,44 @@ def decide(
         payload=_PAYLOAD.pack(now_ms),
         sketch=item.sketch,
     )
-    batch.put(record)
     corrections = _corrections(batch, record, later_originals, source, now_ms)
+    if corrections:
+        # Named in the record, so a re-delivery (its first outputs lost) publishes them again.
+        record = dataclasses.replace(record, payload=_payload(now_ms, [c.id for c in corrections]))
+    batch.put(record)
     return _decision(record, source, now_ms), corrections
+
+
+def _payload(processed_at_ms: int, corrected: list[str]) -> bytes:
+    """What the service keeps beside a record: when it was decided, then the ids it corrected
+    (each as a 2-byte length and UTF-8)."""
+    parts = [_PAYLOAD.pack(processed_at_ms)]
+    for article_id in corrected:
+        raw = article_id.encode("utf-8")
+        parts += [_ID_LENGTH.pack(len(raw)), raw]
+    return b"".join(parts)
+
+
+def _corrected_ids(payload: bytes) -> list[str]:
+    ids, at = [], _PAYLOAD.size
+    while at + _ID_LENGTH.size <= len(payload):
+        (n,) = _ID_LENGTH.unpack_from(payload, at)
+        at += _ID_LENGTH.size
+        ids.append(payload[at : at + n].decode("utf-8"))
+        at += n
+    return ids
+
+
+def _corrections_again(batch: Batch, record: ArticleRecord, source: Source) -> list[Decision]:
+    """The corrections `record`'s article made, as they stand, for a re-delivery of it: the
+    first ones may never have been published (a crash, an aborted transaction)."""
+    again = []
+    for article_id in _corrected_ids(record.payload):
+        current = batch.lookup(article_id)
+        if current is not None and current.matched_id == record.article_id:
+            (processed_at,) = _PAYLOAD.unpack_from(current.payload)
+            again.append(_decision(current, source, processed_at, correction=True))
+    return again
 
 
 def _corrections(
@@ -206,10 +242,10 @@ def _decision(
 def processed_at_ms(payload: bytes) -> int | None:
     """When the decision stored in `payload` was first made; None for a payload that is not
     the service's (an index written by other code)."""
-    return _PAYLOAD.unpack(payload)[0] if len(payload) == _PAYLOAD.size else None
+    return _PAYLOAD.unpack_from(payload)[0] if len(payload) >= _PAYLOAD.size else None
 
 
 def _from_record(record: ArticleRecord, source: Source) -> Decision:
     """The stored decision again, as first made (only `source` names the message answered)."""
-    (processed_at_ms,) = _PAYLOAD.unpack(record.payload)
+    (processed_at_ms,) = _PAYLOAD.unpack_from(record.payload)
     return _decision(record, source, processed_at_ms)
