@@ -1,0 +1,108 @@
+"""MkDocs hooks: the pages generated from the repository, so the site cannot drift from it.
+
+- benchmarks.md is BENCHMARKS.md at the repository's root;
+- the CLI reference is `--help` of every command, from consumer.cli's argparse parsers;
+- the configuration page embeds config/newsdedup.toml, and its option table is checked
+  against that file: an option missing on either side, or a default that differs, fails
+  the build (MkDocs counts the warning; `mkdocs build --strict` stops on it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG_FILE = ROOT / "config" / "newsdedup.toml"
+log = logging.getLogger("mkdocs.hooks.newsdedup")
+
+
+def on_page_read_source(page, config):
+    if page.file.src_uri == "benchmarks.md":
+        return (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    return None
+
+
+def on_page_markdown(markdown, page, config, files):
+    if "<!-- cli-reference -->" in markdown:
+        markdown = markdown.replace("<!-- cli-reference -->", cli_reference())
+    if "<!-- config-file -->" in markdown:
+        for problem in config_table_problems(markdown):
+            log.warning("%s: %s", page.file.src_uri, problem)
+        toml = CONFIG_FILE.read_text(encoding="utf-8")
+        markdown = markdown.replace("<!-- config-file -->", f"```toml\n{toml}```")
+    return markdown
+
+
+def cli_reference() -> str:
+    # A fixed width, so the page does not depend on the terminal that builds it.
+    os.environ["COLUMNS"] = "100"
+    sys.path.insert(0, str(ROOT))
+    from consumer.cli import build_parser
+
+    sections = []
+
+    def walk(parser: argparse.ArgumentParser, name: str, level: int) -> None:
+        sections.append(f"{'#' * level} `{name}`\n\n```text\n{parser.format_help()}```\n")
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}", min(level + 1, 4))
+
+    walk(build_parser(), "newsdedup", 3)
+    return "\n".join(sections)
+
+
+def config_table_problems(markdown: str) -> list[str]:
+    """Differences between the page's option table and config/newsdedup.toml."""
+    defaults = _flatten(tomllib.loads(CONFIG_FILE.read_text(encoding="utf-8")))
+    documented: dict[str, str | None] = {}
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`["):
+            continue
+        section = re.match(r"`\[([\w.]+)\]", cells[0]).group(1)
+        keys = re.findall(r"`(?:\[[\w.]+\] )?(\w+)`", cells[0])
+        if not keys:  # a whole table passed through, e.g. [kafka.client]
+            documented[section] = None
+            continue
+        values = re.findall(r"`([^`]*)`", cells[1])
+        for i, key in enumerate(keys):
+            documented[f"{section}.{key}"] = values[i] if len(values) == len(keys) else None
+    problems = []
+    for option, default in defaults.items():
+        if option not in documented:
+            problems.append(f"[{option.rsplit('.', 1)[0]}] {option.rsplit('.', 1)[1]} is in "
+                            f"{CONFIG_FILE.name} but not in the option table")
+        elif documented[option] is not None and documented[option] != _shown(default):
+            problems.append(f"{option}: the table says {documented[option]!r}, "
+                            f"{CONFIG_FILE.name} says {_shown(default)!r}")
+    for option in documented:
+        if option not in defaults:
+            problems.append(f"{option} is in the option table but not in {CONFIG_FILE.name}")
+    return problems
+
+
+def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}.") if value else {name: value})
+        else:
+            flat[name] = value
+    return flat
+
+
+def _shown(value: object) -> str:
+    """A default as the table writes it: `""`, `true`, `12`, `100ms`."""
+    if value == "":
+        return '""'
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
