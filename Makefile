@@ -14,16 +14,16 @@ PIP := $(VENV)/bin/python -m pip --disable-pip-version-check
 # command:Debian package; a package is installed only when its command is missing. apt's
 # chatter is shown only when the install fails.
 SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
-	java:default-jre-headless mvn:maven
+	java:default-jre-headless mvn:maven chromium:chromium
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
-LINT_PATHS := consumer indexstore tests scripts/decision-frontier scripts/compare-fingerprinting
+LINT_PATHS := consumer indexstore tests docs scripts/decision-frontier scripts/compare-fingerprinting
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\
 	$(crate)/Cargo.toml $(crate)/Cargo.lock $(wildcard $(crate)/src/*.rs))
 
-.PHONY: venv wheel lock audit system-deps test demo lint clean
+.PHONY: venv wheel lock audit system-deps test demo docs lint clean
 
 venv: $(VENV_STAMP)
 
@@ -87,12 +87,19 @@ demo: venv
 	@$(MAKE) --no-print-directory system-deps DEPS="$(DEMO_DEPS)"
 	@scripts/demo
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or
+# anchor, a page missing from nav, or a configuration table that drifted from
+# config/newsdedup.toml. make test builds it too (tests/test_docs_site.py).
+docs: venv
+	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+	@echo "the site is in site/; open site/index.html"
+
 lint: venv
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 # Leaves the Kafka jar cache (~/.cache/newsdedup) alone: it lives outside the repo on purpose.
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so \
+	rm -rf $(VENV) build dist site .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so \
 		indexstore/native/target indexstore/_probe*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -77,11 +77,15 @@ def config_table_problems(markdown: str) -> list[str]:
     problems = []
     for option, default in defaults.items():
         if option not in documented:
-            problems.append(f"[{option.rsplit('.', 1)[0]}] {option.rsplit('.', 1)[1]} is in "
-                            f"{CONFIG_FILE.name} but not in the option table")
+            problems.append(
+                f"[{option.rsplit('.', 1)[0]}] {option.rsplit('.', 1)[1]} is in "
+                f"{CONFIG_FILE.name} but not in the option table"
+            )
         elif documented[option] is not None and documented[option] != _shown(default):
-            problems.append(f"{option}: the table says {documented[option]!r}, "
-                            f"{CONFIG_FILE.name} says {_shown(default)!r}")
+            problems.append(
+                f"{option}: the table says {documented[option]!r}, "
+                f"{CONFIG_FILE.name} says {_shown(default)!r}"
+            )
     for option in documented:
         if option not in defaults:
             problems.append(f"{option} is in the option table but not in {CONFIG_FILE.name}")
