@@ -185,6 +185,13 @@ def blob_key(segment_id: int, commit: int) -> bytes:
     return BLOB_PREFIX + _segment_bytes(segment_id) + _U64.pack(commit)
 
 
+def replaced_key(segment_id: int) -> bytes:
+    """Where a segment keeps how many rows of its blobs were replaced since (their row keys
+    deleted): commit numbers start at 1, so this key sorts first among its blobs and goes
+    with the segment's range deletion."""
+    return blob_key(segment_id, 0)
+
+
 def blob_segment(key: bytes) -> int:
     return _U64.unpack_from(key, len(BLOB_PREFIX))[0] - _SEGMENT_BIAS
 

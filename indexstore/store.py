@@ -263,6 +263,10 @@ class IndexStore:
                 segment = self._segments.get(sid)
                 if segment is None:
                     segment = self._segments[sid] = _Segment(sid, group)
+                if it.key() == enc.replaced_key(sid):
+                    segment.rows -= enc.decode_u64(it.value())
+                    it.next()
+                    continue
                 f, s = enc.decode_blob(it.value())
                 segment.blobs.append(it.key())
                 segment.rows += len(f)
@@ -627,10 +631,18 @@ class IndexStore:
                     wb.delete(key, handle)
                 merged.add(sid)
             wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
+        replaced: dict[int, int] = defaultdict(int)
         for sid, seq in dead_rows:
             seg = self._segments.get(sid)
             if seg is not None:
                 wb.delete(enc.row_key(sid, seq), seg.group.handle)
+                replaced[sid] += 1
+        # Blobs keep replaced rows (the tables skip them), so a reopened store counts its live
+        # rows as its blobs' entries less this persisted count.
+        for sid, n in replaced.items():
+            seg = self._segments[sid]
+            total = seg.stored - seg.rows + n
+            wb.put(enc.replaced_key(sid), enc.encode_u64(total), seg.group.handle)
         for gen, key in dead_records:
             if gen in self._generations:
                 wb.delete(key, self._generations[gen][1])

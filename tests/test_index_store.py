@@ -509,3 +509,24 @@ def test_files_stay_bounded_while_segments_come_and_go(tmp_path: Path) -> None:
     # ~40 MiB of records went through the logs; a window holds ~6,000 of them.
     assert logs < 12 << 20, f"{logs / 2**20:.1f} MiB of write-ahead logs"
     assert info < 16 << 20
+
+
+def test_replaced_rows_are_not_counted_after_a_reopen(tmp_path: Path) -> None:
+    """An update (or a correction) replaces an article's row; its blob keeps the old entry,
+    so the count a reopened store shows must leave it out, as the open one does."""
+    with open_store(tmp_path) as store:
+        with store.begin() as batch:
+            batch.put(rec("a", 0b1111, NOW - HOUR))
+            batch.put(rec("b", 0b0111, NOW - HOUR))
+        for content in (b"y" * 16, b"z" * 16):
+            with store.begin() as batch:
+                batch.put(rec("a", 0b1110, NOW - HOUR, content))
+        assert store.stats().articles == 2
+    with open_store(tmp_path) as store:
+        assert store.stats().articles == 2
+        with store.begin() as batch:
+            batch.put(rec("b", 0b0110, NOW - HOUR, b"y" * 16))
+        assert store.stats().articles == 2
+    with open_store(tmp_path) as store:
+        assert store.stats().articles == 2
+        assert [m.article_id for m in store.begin().search(0b1110, b"z" * 16, NOW).matches] == ["a"]
