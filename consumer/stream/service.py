@@ -100,6 +100,7 @@ class Service:
         )
         self._max_queued = _QUEUED_BATCHES * config.kafka.batch_max_messages
         self._paused: set[int] = set()
+        self._lag_at_assign: dict[int, bool] = {}
         self._fingerprint_seconds = 0.0
         self._index: IndexStore | None = None
         # The worker pool while it runs: a stop that gives up must end it (_abandon_stop).
@@ -385,8 +386,27 @@ class Service:
             return
         positions = consumer.position([TopicPartition(topic, p) for p in empty])
         for tp in positions:
+            if tp.offset < 0:
+                # Not fetched yet (just assigned): what the broker said at the assignment.
+                self._order.behind(tp.partition, self._lag_at_assign.get(tp.partition, False))
+                continue
             _low, high = consumer.get_watermark_offsets(tp, cached=True)
             self._order.behind(tp.partition, 0 <= tp.offset < high)
+
+    def _lag_of(self, consumer: Consumer, partitions: list[TopicPartition]) -> dict[int, bool]:
+        """Which of the partitions just assigned have records past the group's committed
+        offset: a restart on a backlog must wait for each of them, however slow its first
+        fetch (two requests to the broker, once per assignment)."""
+        try:
+            committed = consumer.committed(partitions, timeout=10.0)
+            lag = {}
+            for tp in committed:
+                low, high = consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
+                lag[tp.partition] = (tp.offset if tp.offset >= 0 else low) < high
+            return lag
+        except KafkaException as e:
+            log_event(log, logging.WARNING, "cannot read the partitions' lag", error=str(e))
+            return {}
 
     def _valid_records(self, records: Sequence) -> tuple[list[Message], set[int]]:
         """The messages polled, and the partitions whose last word was that they reached
@@ -560,6 +580,7 @@ class Service:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         start = None if self._index is None else self._index.watermark_ms()
         self._order.assign([p.partition for p in partitions], start_ms=start)
+        self._lag_at_assign = self._lag_of(consumer, partitions)
         self.health.assigned = len(partitions)
         self.metrics.assigned_partitions.set(len(partitions))
         log_event(
