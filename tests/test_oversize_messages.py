@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -15,6 +16,7 @@ from service_support import (
     committed_offsets,
     decisions_by_id,
     read_all,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -126,3 +128,41 @@ def test_a_dead_letter_topic_with_a_small_limit_gets_what_fits(
     assert record.headers["x-error-value-truncated"] == b"true"
     assert 100_000 < len(record.value) < 200_000
     assert int(record.headers["x-error-value-bytes"]) == len(NEARLY_1MB)
+
+
+def test_a_producer_fenced_twice_stops_with_one_line(kafka_bootstrap, new_topic, tmp_path):
+    """Two services given one transactional.id (two groups, two feeds): each new producer
+    fences the other's. A fenced producer is replaced once; fenced again at once, the process
+    gives way with one line and exit 2, never a traceback, and the other keeps deciding."""
+    names = [Topics(new_topic("in"), new_topic("out"), new_topic("dlq")) for _ in range(2)]
+
+    def service(n: int) -> ServiceProcess:
+        return ServiceProcess(
+            kafka_bootstrap,
+            names[n],
+            tmp_path / f"state-{n}",
+            tmp_path / f"svc-{n}.log",
+            group_id=f"fence-{n}",
+            delivery="exactly_once",
+            kafka_transactional_id="shared-transactional-id",
+            scaleout_instance_id=f"fence-{n}",
+        )
+
+    articles = _articles()[:400]
+    with service(0) as first, service(1) as second:
+        # Both keep producing transactions, each from its own feed, a few at a time.
+        for start in range(0, len(articles), 20):
+            for topics in names:
+                _produce(kafka_bootstrap, topics.input, articles[start : start + 20])
+            time.sleep(0.2)
+            if not (first.running() and second.running()):
+                break
+        wait_until(lambda: not (first.running() and second.running()), 120, what="one to give way")
+        stopped, other = (first, second) if not first.running() else (second, first)
+        assert stopped.process.returncode == 2, stopped.log()[-3000:]
+        log = stopped.log()
+        assert "Traceback" not in log, log[-3000:]
+        errors = [line for line in log.splitlines() if "newsdedup: error:" in line]
+        assert len(errors) == 1 and "transactional" in errors[0], log[-3000:]
+        stopped.process = None
+        assert other.running()

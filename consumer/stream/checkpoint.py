@@ -65,6 +65,9 @@ _PRODUCER_MAX_BYTES = 1_000_000
 # Room left in a dead letter for the framing both librdkafka and the broker count against the
 # limit (record and batch headers, varints): a few dozen bytes, with a wide margin.
 _FRAMING_BYTES = 1_024
+# A producer fenced again this soon after the last time shares its transactional.id with a
+# live instance: the process stops instead of fencing it back.
+_FENCED_AGAIN_S = 120.0
 # The broker refused one record for its size: no retry of the same record can succeed.
 _TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 
@@ -110,7 +113,7 @@ class Checkpoint:
         )
         # Dead letters the broker refused for their size: sent again with no value (below).
         self._refused_dead_letters: set[Source] = set()
-        self._fenced_in_a_row = False
+        self._last_fenced: float | None = None
         try:
             self._ensure_producer()  # fences a zombie with our transactional.id right away
         except OutputFailed as e:
@@ -156,18 +159,19 @@ class Checkpoint:
                 log.warning("the producer failed for good (%s); starting a new one", error.str())
                 self._discard_producer()
             raise OutputFailed(error.str()) from None
-        self._fenced_in_a_row = False
 
     def _replace_fenced(self, error: KafkaError) -> None:
         """Fenced once (e.g. the broker aborted a transaction that ran past its timeout): a new
         producer with our transactional.id takes over, and the batch is retried. Fenced again
-        right after: another live instance uses our transactional.id, and we give way."""
-        if self._fenced_in_a_row:
+        within `_FENCED_AGAIN_S`: another live instance uses our transactional.id (each would
+        fence the other for ever), and we give way."""
+        now = time.monotonic()
+        if self._last_fenced is not None and now - self._last_fenced < _FENCED_AGAIN_S:
             raise ProducerFenced(
                 f"another producer took over this instance's transactional.id ({error.str()}); "
                 "give each instance its own [kafka] transactional_id"
             )
-        self._fenced_in_a_row = True
+        self._last_fenced = now
         log.warning("the producer was fenced (%s); starting a new one", error.str())
         self._discard_producer()
 
@@ -177,6 +181,10 @@ class Checkpoint:
                 self._producer.flush(5.0)
             except KafkaException as e:
                 log.warning("flush at close failed: %s", e.args[0].str())
+            except SystemError as e:
+                # A producer that failed fatally (fenced) can leave librdkafka's callbacks in
+                # an error state; what it held is re-read by the next run either way.
+                log.warning("flush at close failed: %s", e)
 
     def _discard_producer(self) -> None:
         producer, self._producer = self._producer, None
