@@ -97,6 +97,19 @@ def _run_backlog(
     return records
 
 
+def _misplaced_reposts(latest: dict[str, dict], reposts: dict[str, str]) -> list[str]:
+    """What went wrong with each planted repost (repost id -> original id): an original taken
+    for a copy of its own repost, or a repost outside its original's cluster."""
+    wrong = []
+    for copy_id, original_id in reposts.items():
+        original, copy = latest[original_id], latest[copy_id]
+        if original["decision"] != "unique" and original["matched_id"] == copy_id:
+            wrong.append(f"original {original_id} decided a copy of its repost {copy_id}")
+        if copy["cluster_id"] != original["cluster_id"] or copy["decision"] == "unique":
+            wrong.append(f"repost {copy_id} not in the cluster of {original_id}: {copy}")
+    return wrong
+
+
 def _decided(service: ServiceProcess) -> float:
     """Articles decided so far, from the service's own /metrics."""
     try:
@@ -142,15 +155,12 @@ def test_originals_stay_unique_and_every_repost_names_its_original(
     )
     latest = _latest(records)
     assert set(latest) == {a["id"] for a in feed}
-    wrong = []
-    for copy_id, original_id in {**exact, **padded}.items():
-        original, copy = latest[original_id], latest[copy_id]
-        if original["decision"] != "unique" and original["matched_id"] == copy_id:
-            wrong.append(f"original {original_id} decided a copy of its repost {copy_id}")
-        if copy["cluster_id"] != original["cluster_id"] or copy["decision"] == "unique":
-            wrong.append(f"repost {copy_id} not in the cluster of {original_id}: {copy}")
-        if copy_id in exact and copy["decision"] != "duplicate":
-            wrong.append(f"verbatim repost {copy_id} decided {copy['decision']}")
+    wrong = _misplaced_reposts(latest, {**exact, **padded})
+    wrong += [
+        f"verbatim repost {c} decided {latest[c]['decision']}"
+        for c in exact
+        if latest[c]["decision"] != "duplicate"
+    ]
     assert not wrong, f"{len(wrong)} wrong, e.g. {wrong[:3]}"
     assert not any(d["late"] for d in latest.values())
 
@@ -300,11 +310,5 @@ def test_scaleout_roles_keep_originals_unique_across_fingerprint_instances(
         assert not doubled, f"{len(doubled)} decided twice, e.g. {doubled[:3]}"
     latest = _latest(records)
     assert set(latest) == {a["id"] for a in feed}
-    wrong = []
-    for copy_id, original_id in {**exact, **padded}.items():
-        original, copy = latest[original_id], latest[copy_id]
-        if original["decision"] != "unique" and original["matched_id"] == copy_id:
-            wrong.append(f"original {original_id} decided a copy of its repost {copy_id}")
-        if copy["cluster_id"] != original["cluster_id"] or copy["decision"] == "unique":
-            wrong.append(f"repost {copy_id} not in the cluster of {original_id}")
+    wrong = _misplaced_reposts(latest, {**exact, **padded})
     assert not wrong, f"{len(wrong)} wrong, e.g. {wrong[:3]}"
