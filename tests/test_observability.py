@@ -220,7 +220,7 @@ def test_health_before_assignment_while_running_and_after_the_broker_stops(kafka
         print(f"not ready {time.monotonic() - stopped:.1f}s after the broker stopped")
 
 
-# name as exposed → type, for every metric DESIGN.md fixes (base units, counters in _total)
+# name as exposed → type, for every metric the contract fixes (base units, counters in _total)
 DESIGN_METRICS = {
     "newsdedup_articles_total": "counter",
     "newsdedup_invalid_total": "counter",

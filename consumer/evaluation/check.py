@@ -1,6 +1,6 @@
 """Runs newsdedup itself on the feed, through its public `check` command only.
 
-The contract used (DESIGN.md): `check IN.jsonl -o OUT.jsonl --state DIR --dlq DLQ.jsonl
+The contract used: `check IN.jsonl -o OUT.jsonl --state DIR --dlq DLQ.jsonl
 [--config FILE]` writes one decision JSON line per input line, in input order, with at least
 `id`, `decision` and `matched_id`, except for lines it rejects (no text to fingerprint, say),
 which it reports in DLQ.jsonl by `line` number instead. A rejected article is decided nothing:

@@ -44,7 +44,7 @@ class Article:
         return truth.article_text(self.title, self.content)
 
     def to_message(self) -> dict[str, str]:
-        """The input message `newsdedup check` reads (DESIGN.md), event time in ISO-8601."""
+        """The input message `newsdedup check` reads, event time in ISO-8601."""
         return {
             "id": self.id,
             "title": self.title,

@@ -1,7 +1,7 @@
 """The verification sketch: 65 bytes per article that estimate how much two articles share.
 
 SimHash finds candidates: articles whose fingerprints lie within k bits. At the k that news
-needs for recall (FINDINGS.md: 10–12), unrelated articles on the same topic come within k too,
+needs for recall (10–12 bits), unrelated articles on the same topic come within k too,
 so each candidate is verified by the Jaccard similarity of the two articles' shingle sets —
 character 5-grams of letters and digits, or word 3-grams for Latin-script text, the same
 measure the accuracy evaluation judges by — estimated from these sketches.

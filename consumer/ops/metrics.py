@@ -1,4 +1,4 @@
-"""The service's Prometheus metrics (names fixed by DESIGN.md), in a registry of their own.
+"""The service's Prometheus metrics (their names are a contract), in a registry of their own.
 
 Besides the pipeline's figures: memory and CPU of this process and of its child processes
 (the fingerprinting pool), so a dashboard shows what the whole service costs.

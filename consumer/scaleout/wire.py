@@ -76,7 +76,7 @@ class Fingerprinted:
 
     domain: str
     item: Analyzed
-    source: Source  # the feed message, so decisions name it (DESIGN.md `source`)
+    source: Source  # the feed message, so decisions name it (the decision's `source`)
 
 
 def encode_fingerprinted(item: Analyzed, source: Source) -> bytes:
