@@ -352,12 +352,33 @@ class DecideService(RoleService):
             self._restore(partition)
             self.metrics.restoring_partitions.dec()
         # Where each partition's last commit stands, and what it says was decided above it.
-        for tp in consumer.committed(partitions, timeout=30.0):
+        for tp in self._committed(consumer, partitions):
             offset = tp.offset if tp.offset >= 0 else 0
             self.sequencer.assign(tp.partition, offset, tp.metadata)
             self._last_commits.pop(tp.partition, None)
         super()._on_assign(consumer, partitions)
         self._refresh_index_stats(None)
+
+    def _committed(
+        self, consumer: Consumer, partitions: list[TopicPartition]
+    ) -> list[TopicPartition]:
+        """The group's committed offsets (and metadata) of `partitions`. Pending transactional
+        offsets of a predecessor hold the answer up until its transaction ends: ask again."""
+        delay = 1.0
+        while True:
+            try:
+                return consumer.committed(partitions, timeout=30.0)
+            except KafkaException as e:
+                self._raise_if_fatal()
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "cannot read the committed offsets yet; retrying",
+                    error=e.args[0].str(),
+                    retry_in_s=delay,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def _release(self, partitions: list[TopicPartition], level: int, event: str) -> None:
         for tp in partitions:

@@ -199,7 +199,6 @@ class Service:
             return
         self._input_partitions = partitions
         self._ensure_topics(admin)
-        self._catch_up_index(store, analyzer)
         consumer = Consumer(
             {
                 # Static membership; [kafka.client] may still set its own.
@@ -220,6 +219,12 @@ class Service:
             )
             checkpoint.stopping = self._stop.is_set
             checkpoint.limit_dead_letters(self._dlq_max_bytes)
+            # After the checkpoint's producer has started: under exactly_once it fences a
+            # killed predecessor and aborts its open transaction, whose pending offsets would
+            # otherwise hold up reading the committed ones until that transaction times out.
+            self._catch_up_index(store, analyzer)
+            if self._stop.is_set():
+                return
             consumer.subscribe(
                 [kafka.input_topic],
                 on_assign=self._on_assign,
@@ -247,7 +252,24 @@ class Service:
 
         self.health.waiting_for = "the index to be rebuilt from the feed"
         log_event(log, logging.INFO, "checking the index against the group's committed offsets")
-        result = replay_feed(self.config, store, self._input_partitions, analyzer=analyzer)
+        delay = 1.0
+        while True:
+            try:
+                result = replay_feed(self.config, store, self._input_partitions, analyzer=analyzer)
+                break
+            except KafkaException as e:
+                # The broker is away, or the group's offsets are still settling.
+                self._raise_if_fatal()
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "cannot compare the index with the group's committed offsets yet; retrying",
+                    error=e.args[0].str(),
+                    retry_in_s=delay,
+                )
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, _MAX_BACKOFF_S)
         if result.messages or result.lost:
             log_event(
                 log,
