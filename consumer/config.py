@@ -139,6 +139,9 @@ class ScaleoutConfig:
     domain_field: str = ""
     # Names this instance's transactional producers; "" = the host name. Unique per instance.
     instance_id: str = ""
+    # Articles a decide instance holds while one feed partition's forwarded records lag behind
+    # another's (consumer/scaleout/sequencing.py); past it the earliest goes without waiting.
+    reorder_buffer: int = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +310,7 @@ def _validate(config: Config) -> None:
     )
     so = config.scaleout
     check(so.partitions >= 1, "option [scaleout] partitions must be at least 1")
+    check(so.reorder_buffer >= 1, "option [scaleout] reorder_buffer must be at least 1")
     for key in ("internal_topic", "changelog_topic"):
         check(bool(getattr(so, key).strip()), f"option [scaleout] {key} must not be empty")
     check(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -134,14 +135,26 @@ def test_bulk_decoding_refuses_what_decoding_one_refuses():
     offset=st.integers(0, 2**62),
     sketch=st.binary(max_size=65),
     chars=st.integers(0, 2**32 - 1),
+    dated=st.booleans(),
 )
 def test_internal_record_round_trips(
-    article_id, domain, simhash, event, topic, partition, offset, sketch, chars
+    article_id, domain, simhash, event, topic, partition, offset, sketch, chars, dated
 ):
-    item = Analyzed(article_id, event, simhash, b"\x01" * 16, sketch, chars)
+    item = Analyzed(article_id, event, simhash, b"\x01" * 16, sketch, chars, dated)
     source = Source(topic, partition, offset)
     decoded = decode_fingerprinted(domain.encode(), encode_fingerprinted(item, source))
     assert (decoded.domain, decoded.item, decoded.source) == (domain, item, source)
+
+
+def test_an_internal_record_of_the_previous_version_reads_as_dated():
+    item = Analyzed("a1", 1_700_000_000_000, 42, b"\x01" * 16, b"sk", 120, dated=False)
+    current = encode_fingerprinted(item, Source("feed", 2, 9))
+    # Version 2 was version 3 without its trailing flags byte.
+    head = struct.calcsize(">BQq16siqHHIHB")
+    previous = b"\x02" + current[1 : head - 1] + current[head:]
+    decoded = decode_fingerprinted(b"", previous)
+    assert decoded.item == dataclasses.replace(item, dated=True)
+    assert decoded.source == Source("feed", 2, 9)
 
 
 def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:

@@ -38,7 +38,7 @@ def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_do
     # Source 1 ran ahead of source 0 into the internal partition.
     for offset, (source, t) in enumerate([(1, 50), (1, 60), (0, 10), (0, 55), (1, 70)]):
         seq.add(*_record(offset, source, t))
-    seq.caught_up(0)
+    seq.progress(set(), {0: True})
     released = [m.source.offset for m, _, _ in seq.release(limit=3)]
     assert released == [2, 0, 3]  # times 10, 50, 55
     commits = seq.commits()
@@ -51,7 +51,7 @@ def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_do
     for offset, (source, t) in enumerate([(1, 50), (1, 60), (0, 10), (0, 55), (1, 70)]):
         if offset >= 1:
             again.add(*_record(offset, source, t))
-    again.caught_up(0)
+    again.progress(set(), {0: True})
     assert [m.source.offset for m, _, _ in again.release(limit=10)] == [1, 4]
     assert again.commits() == {0: (5, "")}
 
@@ -61,12 +61,12 @@ def test_a_failed_batch_is_read_again_from_the_last_commit():
     seq.assign(0, committed=0, metadata=None)
     for offset in range(3):
         seq.add(*_record(offset, 0, offset))
-    seq.caught_up(0)
+    seq.progress(set(), {0: True})
     assert len(seq.release(limit=10)) == 3
     assert seq.restart() == {0: 0}
     for offset in range(3):
         seq.add(*_record(offset, 0, offset))
-    seq.caught_up(0)
+    seq.progress(set(), {0: True})
     assert [m.source.offset for m, _, _ in seq.release(limit=10)] == [0, 1, 2]
 
 
@@ -78,8 +78,49 @@ def test_a_commit_that_would_name_too_much_lets_the_held_record_go():
     seq.add(*_record(0, 0, 10**9))
     for offset in range(1, 6000):
         seq.add(*_record(offset, offset % 2, offset if offset % 2 else 10**9 + offset))
-    seq.caught_up(0)
+    seq.progress(set(), {0: True})
     released = seq.release(limit=10_000)
     assert released
     offset, metadata = seq.commits()[0]
     assert len(metadata) <= MAX_DONE_CHARS
+
+
+def test_a_feed_partition_is_waited_for_while_the_internal_partition_has_unread_records():
+    clock = [0.0]
+    seq = Sequencer(idle_ms=100, sources=2, clock=lambda: clock[0])
+    seq.assign(0, committed=0, metadata=None)
+    # The fingerprint role has forwarded both feed partitions to their end, but only source
+    # 1's records have been read yet: source 0's earlier ones are further on in the partition.
+    for offset, t in enumerate([50, 60, 70]):
+        seq.add(*_record(offset, 1, t))
+    seq.progress(set(), {0: False})
+    clock[0] = 60.0  # far past the idle bound: it never excuses a queue with unread records
+    assert seq.release(limit=10) == []
+    seq.add(*_record(3, 0, 10))
+    seq.add(*_record(4, 0, 65))
+    seq.progress(set(), {0: True})
+    assert [m.source.offset for m, _, _ in seq.release(limit=10)] == [3, 0, 1, 4, 2]
+
+
+def test_a_feed_partition_the_fingerprint_role_has_not_finished_is_waited_for():
+    clock = [0.0]
+    seq = Sequencer(idle_ms=100, sources=2, clock=lambda: clock[0])
+    seq.assign(0, committed=0, metadata=None)
+    seq.add(*_record(0, 1, 50))
+    seq.progress({0}, {0: True})
+    clock[0] = 60.0
+    assert seq.release(limit=10) == []
+    seq.progress(set(), {0: True})
+    assert [m.source.offset for m, _, _ in seq.release(limit=10)] == [0]
+
+
+def test_a_full_reorder_buffer_lets_the_earliest_go_and_counts_it():
+    seq = Sequencer(idle_ms=60_000, sources=2, clock=lambda: 0.0, max_queued=3)
+    seq.assign(0, committed=0, metadata=None)
+    for offset, t in enumerate([50, 40, 60, 70, 80]):
+        seq.add(*_record(offset, 1, t))
+    seq.progress(set(), {0: False})
+    released = [m.source.offset for m, _, _ in seq.release(limit=10)]
+    # Source 1's queue stands at its earliest time (40) until that record leaves.
+    assert released == [0, 1]
+    assert seq.overflowed == 2 and seq.queued(0) == 3

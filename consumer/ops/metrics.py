@@ -115,6 +115,12 @@ class Metrics:
             "Index records written to the changelog topic (role decide)",
             registry=r,
         )
+        self.reorder_overflow = Counter(
+            "newsdedup_reorder_overflow",
+            "Articles decided without waiting for a slower feed partition because the reorder "
+            "buffer was full (role decide; they may be decided out of publish order)",
+            registry=r,
+        )
         self.restore_records = Counter(
             "newsdedup_restore_records",
             "Changelog records read while restoring indexes (role decide)",

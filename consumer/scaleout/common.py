@@ -182,8 +182,6 @@ class RoleService(Service):
                 # Static membership; [kafka.client] may still set its own.
                 "group.instance.id": self.group_instance_id,
                 **consumer_config(kafka),
-                # decide: a partition at its end is not waited for (scaleout/sequencing.py)
-                "enable.partition.eof": True,
                 "error_cb": self._on_error,
                 "stats_cb": self._on_stats,
             }

@@ -15,16 +15,17 @@ for an article whose record is missing there.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from consumer.config import Config, parse_duration_ms
 from consumer.deciding.decision import Decision
@@ -51,8 +52,9 @@ from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
 
-# How often the fingerprint role's progress on the feed is asked for.
-_FEED_LOOK_S = 1.0
+# How often the broker is asked how far the fingerprint role and this instance have read: a
+# queue that waits for nothing more is let go at the next look.
+_PROGRESS_LOOK_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +122,7 @@ class DecideStage:
         """Decide in the order given; each domain's watermark follows the entries' stream
         times, never a record's own date (scaleout/sequencing.py)."""
         t0 = time.perf_counter()
-        items = [(m, f) for m, f, _ in timed]
+        items = [(m, _dated(f, t)) for m, f, t in timed]
         stream_times = [t for _, _, t in timed]
         grouped: dict[tuple[int, str], list] = {}
         for m, f in items:
@@ -157,6 +159,13 @@ class DecideStage:
             {"index": time.perf_counter() - t0},
             corrections,
         )
+
+
+def _dated(f: Fingerprinted, stream_time_ms: int | None) -> Fingerprinted:
+    """An undated article stands at the stream's time, as in `--role all`."""
+    if f.item.dated or stream_time_ms is None:
+        return f
+    return dataclasses.replace(f, item=dataclasses.replace(f.item, event_time_ms=stream_time_ms))
 
 
 class DecideCheckpoint(Checkpoint):
@@ -204,11 +213,17 @@ class DecideService(RoleService):
         self.stage = DecideStage(self.stores, match_rules(config.match))
         # Event-time order inside each owned internal partition (scaleout/sequencing.py); one
         # queue per feed partition, whose count is learnt at start.
-        self.sequencer = Sequencer(parse_duration_ms(config.service.partition_idle), 1)
+        self.sequencer = Sequencer(
+            parse_duration_ms(config.service.partition_idle),
+            1,
+            max_queued=self.full_config.scaleout.reorder_buffer,
+        )
         self._last_commits: dict[int, tuple[int, str]] = {}
         # Reads the fingerprint role's committed offsets; assign()-free, it never joins.
         self._feed_watch: Consumer | None = None
-        self._last_feed_look = float("-inf")
+        self._last_progress_look = float("-inf")
+        self._overflow_seen = 0
+        self._overflow_logged_at = float("-inf")
 
     @contextmanager
     def resources(self) -> Iterator[None]:
@@ -258,17 +273,15 @@ class DecideService(RoleService):
             self._raise_if_fatal()
             records = consumer.consume(max_messages, wait_s)
             polled_at = time.perf_counter()
-            messages, at_end = self._valid_records(records)
+            messages, _ = self._valid_records(records)
             if messages:
                 self.health.broker_reachable = True
             for m in messages:
                 self.sequencer.add(m, self.stage.decode(m))
-            self._watch_fingerprint_role()
-            for partition in at_end:
-                self.sequencer.caught_up(partition)
-            self._pause_long_queues(consumer)
+            self._watch_progress(consumer)
             while not self._stop.is_set():
                 entries = self.sequencer.release(max_messages)
+                self._note_overflow()
                 commits = self.sequencer.commits()
                 moved = {p: c for p, c in commits.items() if self._last_commits.get(p) != c}
                 if not entries and not moved:
@@ -286,35 +299,84 @@ class DecideService(RoleService):
                     break
             self._housekeeping(None)
 
-    def _watch_fingerprint_role(self) -> None:
-        """Which feed partitions the fingerprint role has not finished (its group's committed
-        offset below the feed's end), asked at most once a second: the end of an internal
-        partition only says that nothing more was forwarded yet."""
+    def _watch_progress(self, consumer: Consumer) -> None:
+        """Ask the broker, at most every `_PROGRESS_LOOK_S`, which feed partitions the
+        fingerprint role has not forwarded to their end (its group's committed offsets), then
+        which owned internal partitions this instance has not read to their end; in that order,
+        so whatever was forwarded before the first answer is covered by the second."""
         now = time.monotonic()
-        if now - self._last_feed_look < _FEED_LOOK_S:
+        if now - self._last_progress_look < _PROGRESS_LOOK_S:
             return
-        self._last_feed_look = now
-        feed = self.full_config.kafka.input_topic
-        tps = [TopicPartition(feed, s) for s in range(self.sequencer.sources)]
+        self._last_progress_look = now
         try:
-            if self._feed_watch is None:
-                settings = consumer_config(role_config(self.full_config, "fingerprint").kafka)
-                settings.pop("statistics.interval.ms", None)
-                self._feed_watch = Consumer(settings)
-            behind = set()
-            for tp in self._feed_watch.committed(tps, timeout=5.0):
-                low, high = self._feed_watch.get_watermark_offsets(
-                    TopicPartition(feed, tp.partition), timeout=5.0, cached=False
-                )
-                done = tp.offset if tp.offset >= 0 else low
-                if done < high:
-                    behind.add(tp.partition)
-        except KafkaException as e:
-            log_event(
-                log, logging.WARNING, "cannot read the fingerprint role's progress", error=str(e)
+            feed = self.full_config.kafka.input_topic
+            behind = self._fingerprint_role_behind(
+                self._end_offsets(feed, range(self.sequencer.sources))
             )
+            read_to_end = self._read_to_end(consumer)
+        except KafkaException as e:
+            log_event(log, logging.WARNING, "cannot read the progress of the feed", error=str(e))
             return
-        self.sequencer.sources_behind(behind)
+        self.sequencer.progress(behind, read_to_end)
+
+    def _fingerprint_role_behind(self, ends: dict[tuple[str, int], int]) -> set[int]:
+        feed = self.full_config.kafka.input_topic
+        if self._feed_watch is None:
+            settings = consumer_config(role_config(self.full_config, "fingerprint").kafka)
+            settings.pop("statistics.interval.ms", None)
+            # Read committed would wait for the fingerprint role's open transaction to end;
+            # read uncommitted answers at once with its last committed offsets, which are
+            # never ahead of what it forwarded.
+            settings["isolation.level"] = "read_uncommitted"
+            self._feed_watch = Consumer(settings)
+        tps = [TopicPartition(feed, s) for s in range(self.sequencer.sources)]
+        return {
+            tp.partition
+            for tp in self._feed_watch.committed(tps, timeout=5.0)
+            if max(tp.offset, 0) < ends[(feed, tp.partition)]
+        }
+
+    def _end_offsets(self, topic: str, partitions: Iterable[int]) -> dict[tuple[str, int], int]:
+        """The end of each partition a read-committed reader can reach, from the admin
+        client: the consumer's own connection would queue the question behind its long-polling
+        fetch (up to `fetch.wait.max.ms` per partition)."""
+        assert self._admin is not None
+        asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+        if not asked:
+            return {}
+        futures = self._admin.list_offsets(
+            asked, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=5.0
+        )
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    def _read_to_end(self, consumer: Consumer) -> dict[int, bool]:
+        """Owned internal partitions → whether everything the broker holds of them now was
+        read (the position passes transaction markers, so it reaches the end offset)."""
+        topic = self.config.kafka.input_topic
+        owned = self.sequencer.owned()
+        ends = self._end_offsets(topic, owned)
+        read = {}
+        for tp in consumer.position([TopicPartition(topic, p) for p in owned]):
+            position = tp.offset if tp.offset >= 0 else self.sequencer.next_offset(tp.partition)
+            read[tp.partition] = position is not None and position >= ends[(topic, tp.partition)]
+        return read
+
+    def _note_overflow(self) -> None:
+        overflowed = self.sequencer.overflowed - self._overflow_seen
+        if not overflowed:
+            return
+        self._overflow_seen = self.sequencer.overflowed
+        self.metrics.reorder_overflow.inc(overflowed)
+        now = time.monotonic()
+        if now - self._overflow_logged_at >= 10.0:  # the counter has every one
+            self._overflow_logged_at = now
+            log_event(
+                log,
+                logging.WARNING,
+                "reorder buffer full: articles decided without waiting for a slower feed partition",
+                articles=overflowed,
+                reorder_buffer=self.sequencer.max_queued,
+            )
 
     def _rewind(self, consumer: Consumer, failed: Sequence[Message]) -> None:
         """Read every owned partition again from its last commit."""
@@ -323,18 +385,6 @@ class DecideService(RoleService):
         for partition, offset in self.sequencer.restart().items():
             if partition in assigned:
                 consumer.seek(TopicPartition(topic, partition, offset))
-
-    def _pause_long_queues(self, consumer: Consumer) -> None:
-        topic = self.config.kafka.input_topic
-        limit = 4 * self.config.kafka.batch_max_messages
-        for partition in self.sequencer.owned():
-            queued = self.sequencer.queued(partition)
-            if partition not in self._paused and queued >= limit:
-                consumer.pause([TopicPartition(topic, partition)])
-                self._paused.add(partition)
-            elif partition in self._paused and queued <= limit // 2:
-                consumer.resume([TopicPartition(topic, partition)])
-                self._paused.discard(partition)
 
     # -- ownership -------------------------------------------------------------------------
 
@@ -356,6 +406,7 @@ class DecideService(RoleService):
             offset = tp.offset if tp.offset >= 0 else 0
             self.sequencer.assign(tp.partition, offset, tp.metadata)
             self._last_commits.pop(tp.partition, None)
+        self._last_progress_look = float("-inf")
         super()._on_assign(consumer, partitions)
         self._refresh_index_stats(None)
 

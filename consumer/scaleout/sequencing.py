@@ -70,6 +70,7 @@ class _Partition:
     committed_done: set[int]  # what that commit named as decided above it
     done: set[int]  # offsets >= committed already decided (in the commit or since)
     next_offset: int  # after the last record read
+    read_to_end: bool = False  # as of the last look at the broker
     queued_offsets: dict[int, int] = field(default_factory=dict)  # offset -> feed partition
 
 
@@ -77,10 +78,16 @@ class Sequencer:
     """Event-time order for the internal partitions one decide instance owns."""
 
     def __init__(
-        self, idle_ms: int, sources: int, clock: Callable[[], float] | None = None
+        self,
+        idle_ms: int,
+        sources: int,
+        clock: Callable[[], float] | None = None,
+        max_queued: int = 50_000,
     ) -> None:
         self.idle_ms = idle_ms
         self.sources = sources  # feed partitions: a queue each
+        self.max_queued = max_queued  # records held, over every owned partition
+        self.overflowed = 0  # records let go without a waited-for queue (the buffer was full)
         self._clock = clock
         self._partitions: dict[int, _Partition] = {}
         self._behind: set[int] = set()
@@ -92,8 +99,8 @@ class Sequencer:
             else EventTimeOrder(self.idle_ms, self._clock)
         )
         order.assign(range(self.sources))
-        for source in self._behind:
-            order.behind(source, True)
+        for source in range(self.sources):
+            order.behind(source, True)  # until the broker is asked (`progress`)
         done = decode_done(committed, metadata)
         self._partitions[partition] = _Partition(order, committed, done, set(done), committed)
 
@@ -129,30 +136,34 @@ class Sequencer:
         source = fingerprinted.source.partition
         if source >= self.sources:  # the feed grew partitions since we started
             self.sources = source + 1
-            p.order.assign(range(self.sources))
+            for q in self._partitions.values():
+                q.order.assign(range(self.sources))
+        item = fingerprinted.item
         p.order.add(
             source,
             (message, fingerprinted),
-            fingerprinted.item.event_time_ms,
+            item.event_time_ms if item.dated else None,  # an undated one takes the stream's
             message.timestamp_ms,  # the feed record's, as the fingerprint role forwards it
         )
         p.queued_offsets[offset] = source
 
-    def sources_behind(self, behind: set[int]) -> None:
-        """The feed partitions the fingerprint role has not forwarded to their end: their
-        queues are waited for, in every internal partition, however long that takes."""
-        self._behind = behind
-        for p in self._partitions.values():
-            for source in p.order.partitions():
-                p.order.behind(source, source in behind)
-
-    def caught_up(self, partition: int) -> None:
-        """The internal partition is read to its end: every feed partition the fingerprint
-        role has finished is then complete here too."""
+    def next_offset(self, partition: int) -> int | None:
+        """Where reading `partition` goes on (after the last record read)."""
         p = self._partitions.get(partition)
-        if p is not None:
+        return None if p is None else p.next_offset
+
+    def progress(self, behind: set[int], read_to_end: dict[int, bool]) -> None:
+        """What the broker said at one moment: the feed partitions the fingerprint role has not
+        forwarded to their end, then which owned internal partitions are read to their end.
+        A feed partition's queue in an internal partition is waited for unless both say it is
+        complete; when they do, it is not waited for until it queues a record again."""
+        self._behind = behind
+        for partition, p in self._partitions.items():
+            p.read_to_end = read_to_end.get(partition, False)
             for source in p.order.partitions():
-                if source not in self._behind:
+                complete = p.read_to_end and source not in behind
+                p.order.behind(source, not complete)
+                if complete:
                     p.order.caught_up(source)
 
     def queued(self, partition: int) -> int:
@@ -163,10 +174,19 @@ class Sequencer:
         """Entries to decide now, in each partition's event-time order, each with the stream
         time its domain's watermark may move to."""
         out: list[Timed] = []
+        share = max(self.max_queued // max(len(self._partitions), 1), 1)
         for p in self._partitions.values():
             for r in p.order.release(max(limit - len(out), 0)):
                 self._mark_done(p, r.item)
                 out.append((*r.item, r.time_ms))
+            # A full reorder buffer lets its earliest record go without the queues it waits for.
+            while len(p.queued_offsets) > share and len(out) < limit:
+                forced = p.order.release_earliest()
+                if forced is None:
+                    break
+                self.overflowed += 1
+                self._mark_done(p, forced.item)
+                out.append((*forced.item, forced.time_ms))
             # A commit that could no longer name what it has done decides the record holding
             # it back now, out of order, rather than stop.
             while p.queued_offsets and self._done_chars(p) > MAX_DONE_CHARS:

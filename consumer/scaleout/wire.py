@@ -2,11 +2,16 @@
 
 Internal topic (fingerprint → decide), key = the dedup domain (UTF-8), value:
 
-    >B  version (2)
+    >B  version (3)
     >Q  simhash            >q  event time ms        16s content hash
     >i  source partition   >q  source offset        >H  source topic length, >H  id length
-    >I  text characters    >H  sketch length
+    >I  text characters    >H  sketch length        >B  flags (1: the article had no date)
     source topic (UTF-8), article id (UTF-8), sketch (consumer/fingerprint/sketch.py)
+
+Version 3 added the flags: an undated article's event time is only its record's timestamp,
+which must neither order it nor be stored as its date (the decide role gives it the stream's
+time, as `--role all` does). Version 2 records (an older fingerprint instance during an
+upgrade) still read, as dated.
 
 Changelog topic (decide → itself after a move), key = domain, 0x00, article id (UTF-8), so
 compaction keeps each article's latest record per domain; value:
@@ -35,8 +40,11 @@ from consumer.deciding.decision import DecisionKind, Source
 from consumer.stream.workers import Analyzed
 from indexstore import ArticleRecord, RecordColumns
 
-_VERSION = 2
-_INTERNAL = struct.Struct(">BQq16siqHHIH")
+_VERSION = 2  # of changelog records
+_INTERNAL_VERSION = 3
+_INTERNAL = struct.Struct(">BQq16siqHHIHB")
+_INTERNAL_V2 = struct.Struct(">BQq16siqHHIH")
+_UNDATED = 0x01
 _CHANGE = struct.Struct(">BQ16sqBbBHHIH")
 _NO_MATCH = 0xFFFF
 # _CHANGE as one numpy record, for reading the heads of many records at once.
@@ -83,7 +91,7 @@ def encode_fingerprinted(item: Analyzed, source: Source) -> bytes:
     topic = source.topic.encode("utf-8")
     article_id = item.id.encode("utf-8")
     head = _INTERNAL.pack(
-        _VERSION,
+        _INTERNAL_VERSION,
         item.simhash,
         item.event_time_ms,
         item.content_hash,
@@ -93,27 +101,44 @@ def encode_fingerprinted(item: Analyzed, source: Source) -> bytes:
         len(article_id),
         item.text_chars,
         len(item.sketch),
+        0 if item.dated else _UNDATED,
     )
     return head + topic + article_id + item.sketch
 
 
 def decode_fingerprinted(key: bytes | None, value: bytes) -> Fingerprinted:
+    layout = _INTERNAL_V2 if value[:1] == bytes([2]) else _INTERNAL
     try:
-        version, simhash, event_ms, chash, partition, offset, n_topic, n_id, chars, n_sketch = (
-            _INTERNAL.unpack_from(value)
-        )
+        (
+            version,
+            simhash,
+            event_ms,
+            chash,
+            partition,
+            offset,
+            n_topic,
+            n_id,
+            chars,
+            n_sketch,
+            *more,
+        ) = layout.unpack_from(value)
     except struct.error as e:
         raise WireError(f"internal record too short: {e}") from None
-    if version != _VERSION:
-        raise WireError(f"internal record version {version}, this build reads {_VERSION}")
-    start = _INTERNAL.size
+    if version not in (2, _INTERNAL_VERSION):
+        raise WireError(
+            f"internal record version {version}, this build reads 2 and {_INTERNAL_VERSION}"
+        )
+    flags = more[0] if more else 0
+    start = layout.size
     topic = value[start : start + n_topic].decode("utf-8")
     article_id = value[start + n_topic : start + n_topic + n_id].decode("utf-8")
     start += n_topic + n_id
     sketch = value[start : start + n_sketch]
     return Fingerprinted(
         domain=(key or b"").decode("utf-8"),
-        item=Analyzed(article_id, event_ms, simhash, chash, sketch, chars),
+        item=Analyzed(
+            article_id, event_ms, simhash, chash, sketch, chars, dated=not flags & _UNDATED
+        ),
         source=Source(topic, partition, offset),
     )
 

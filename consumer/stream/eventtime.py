@@ -182,28 +182,40 @@ class EventTimeOrder(Generic[Item]):
         now = self._clock()
         count = 0
         while limit is None or count < limit:
-            best: tuple[int | float, int, int] | None = None
-            for p, queue in self._queues.items():
-                if not queue.items:
-                    if queue.caught_up:
-                        continue
-                    if queue.behind or now - queue.empty_since < self.idle_s:
-                        return  # this partition may still bring something earlier
-                    continue
-                at = queue.earliest()
-                key = (float("-inf") if at is None else at, queue.items[0][3], p)
-                if best is None or key < best:
-                    best = key
-            if best is None:
+            partition = self._earliest(now)
+            if partition is None:
                 return
-            partition = best[2]
-            queue = self._queues[partition]
-            item, time_ms = queue.pop()
-            if not queue.items:
-                queue.empty_since = now
-            if time_ms is not None and (
-                self.stream_time_ms is None or time_ms > self.stream_time_ms
-            ):
-                self.stream_time_ms = time_ms
             count += 1
-            yield Released(partition, item, time_ms)
+            yield self._pop(partition, now)
+
+    def release_earliest(self) -> Released[Item] | None:
+        """The earliest queued item, whatever empty partition it would have waited for (the
+        caller can hold no more); None when nothing is queued."""
+        partition = self._earliest(None)
+        return None if partition is None else self._pop(partition, self._clock())
+
+    def _earliest(self, now: float | None) -> int | None:
+        """The partition whose head leaves next; None when nothing is queued or (`now` given)
+        an empty partition must still be waited for."""
+        best: tuple[int | float, int, int] | None = None
+        for p, queue in self._queues.items():
+            if not queue.items:
+                if now is None or queue.caught_up:
+                    continue
+                if queue.behind or now - queue.empty_since < self.idle_s:
+                    return None  # this partition may still bring something earlier
+                continue
+            at = queue.earliest()
+            key = (float("-inf") if at is None else at, queue.items[0][3], p)
+            if best is None or key < best:
+                best = key
+        return None if best is None else best[2]
+
+    def _pop(self, partition: int, now: float) -> Released[Item]:
+        queue = self._queues[partition]
+        item, time_ms = queue.pop()
+        if not queue.items:
+            queue.empty_since = now
+        if time_ms is not None and (self.stream_time_ms is None or time_ms > self.stream_time_ms):
+            self.stream_time_ms = time_ms
+        return Released(partition, item, time_ms)
