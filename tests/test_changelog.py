@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.config import IndexConfig
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import DecisionKind, Source
 from consumer.scaleout.decide import DecideStage
 from consumer.scaleout.domains import DomainStores
@@ -32,7 +33,6 @@ from consumer.scaleout.wire import (
     encode_fingerprinted,
 )
 from consumer.stream.pipeline import Message
-from consumer.stream.workers import Analyzed
 from indexstore import ArticleRecord
 
 NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from consumer.config import IndexConfig
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import DecisionKind, Source
 from consumer.deciding.rules import decide
 from consumer.stream.state import open_index
-from consumer.stream.workers import Analyzed
 
 INDEX = IndexConfig(retention="36500d", segment="30d")
 T0 = 1_700_000_000_000

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from service_support import NEWSDEDUP, ServiceProcess, Topics, read_all, wait_until
 
 from consumer.corpus import iter_jsonl, shared_data_dir
-from consumer.stream.parsing import format_time_ms, parse_event_time_ms
+from consumer.timetext import format_time_ms, parse_event_time_ms
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

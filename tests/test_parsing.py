@@ -7,14 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.config import InputConfig
-from consumer.stream.parsing import (
-    Article,
-    Invalid,
-    InvalidReason,
-    format_time_ms,
-    parse_article,
-    parse_event_time_ms,
-)
+from consumer.stream.parsing import Article, Invalid, InvalidReason, parse_article
+from consumer.timetext import format_time_ms, parse_event_time_ms
 
 FIELDS = InputConfig()
 KAFKA_TS = 1_700_000_000_000

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Source
 from consumer.scaleout.sequencing import MAX_DONE_CHARS, Sequencer, decode_done, encode_done
 from consumer.scaleout.wire import Fingerprinted
 from consumer.stream.pipeline import Message
-from consumer.stream.workers import Analyzed
 
 
 @given(st.integers(0, 10**9), st.sets(st.integers(0, 5000), max_size=300))

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 
 import opencc
 
-from consumer.cli.progress import Progress
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.errors import InputError, NewsdedupError
 from consumer.fingerprint.fingerprinter import (
@@ -24,6 +23,7 @@ from consumer.fingerprint.fingerprinter import (
 )
 from consumer.fingerprint.normalize import Normalizer
 from consumer.fingerprint.terms import load_segmenter
+from consumer.ops.progress import Progress
 
 
 @dataclass(frozen=True, slots=True)

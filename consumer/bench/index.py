@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from consumer.cli.progress import Progress
 from consumer.errors import InputError
+from consumer.ops.progress import Progress
 from indexstore import ArticleRecord, IndexOptions, IndexStore, SearchResult
 
 HOUR_MS = 3_600_000

@@ -28,9 +28,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumer.cli.progress import Progress
 from consumer.corpus import open_bytes
 from consumer.errors import NewsdedupError
+from consumer.ops.progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent.parent
 

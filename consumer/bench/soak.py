@@ -35,9 +35,9 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from consumer.bench.pipeline import _broker, _free_port, _load, _topics, _tree_rss
-from consumer.cli.progress import Progress
 from consumer.config import parse_duration_ms
 from consumer.errors import NewsdedupError
+from consumer.ops.progress import Progress
 
 # How far back a repost reaches for its original: well inside the default window.
 _REPOST_LOOKBACK = 2_000

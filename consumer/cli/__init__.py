@@ -2,6 +2,8 @@
 
 Each command module owns its arguments and its work, so adding a command touches one file
 and one line here.
+
+May import: every other package (the top layer; scripts/import-layers checks the order).
 """
 
 from __future__ import annotations

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from consumer.cli.progress import Progress
 from consumer.corpus import iter_jsonl
 from consumer.fingerprint.fingerprinter import FingerprintOptions
 from consumer.fingerprint.idf import DocumentFrequencies
 from consumer.fingerprint.normalize import Normalizer
 from consumer.fingerprint.terms import ENGINES, TermExtractor
+from consumer.ops.progress import Progress
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -21,16 +21,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from consumer.cli.progress import Progress
 from consumer.config import load_config
 from consumer.corpus import open_bytes
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import match_rules
+from consumer.ops.progress import Progress
 from consumer.stream.eventtime import EventTimeOrder, time_of
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import Message, Ordered, Pipeline, Rejection, wall_clock_ms
 from consumer.stream.state import open_index
-from consumer.stream.workers import Analyzed, Analyzer
+from consumer.stream.workers import Analyzer
 
 # Lines per batch, the unit of fingerprinting ahead, deciding and committing: each commit
 # of a replay spanning months creates the column families of the window it ends in, so fewer,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from consumer.config import Config, parse_duration_ms
 from consumer.errors import InputError
-from consumer.stream.parsing import format_time_ms, parse_event_time_ms
+from consumer.timetext import format_time_ms, parse_event_time_ms
 from indexstore import IndexStore
 
 
@@ -186,7 +186,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
 def _rebuild_from_feed(config: Config, directory: Path) -> int:
     from confluent_kafka.admin import AdminClient
 
-    from consumer.cli.progress import Progress
+    from consumer.ops.progress import Progress
     from consumer.stream.clients import admin_config, topic_partitions
     from consumer.stream.replay import replay_feed
     from consumer.stream.state import open_index

@@ -10,11 +10,11 @@ import time
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumer.cli.progress import Progress
 from consumer.config import load_config
 from consumer.corpus import open_bytes
 from consumer.errors import NewsdedupError
 from consumer.ops.logs import setup_logging
+from consumer.ops.progress import Progress
 from consumer.stream.clients import (
     RefusalWatch,
     check_client_settings,

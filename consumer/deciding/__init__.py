@@ -1,5 +1,5 @@
 """One article decided against the index: the match rules and the decision message.
 
-May import: consumer.fingerprint (the sketch), consumer.stream.workers and
-consumer.stream.parsing (value types), indexstore, consumer.config.
+May import: consumer.fingerprint (the sketch), consumer.timetext, consumer.config, indexstore
+(scripts/import-layers checks it).
 """

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 
-from consumer.stream.parsing import format_time_ms
+from consumer.timetext import format_time_ms
 
 SCHEMA_VERSION = 1
 

@@ -28,9 +28,9 @@ import struct
 from dataclasses import dataclass
 
 from consumer.config import MatchConfig
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
-from consumer.stream.workers import Analyzed
 from indexstore import ArticleRecord, Batch, Match
 
 # What the service keeps beside each article record: when the decision was first made, so a

@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from random import Random
 
-from consumer.cli.progress import Progress
 from consumer.corpus import iter_jsonl
 from consumer.errors import InputError
 from consumer.evaluation import truth
 from consumer.evaluation.edits import EditKind, Text, applicable_kinds, apply_edit, detect_script
+from consumer.ops.progress import Progress
 
 CORPUS_KIND = "corpus"  # recall pairs found in the corpus itself (real republications)
 

@@ -1,4 +1,5 @@
-"""What an operator watches: metrics, health endpoints, structured logs, memory hand-back.
+"""What an operator watches: metrics, health endpoints, structured logs, memory hand-back, the
+progress lines of long commands.
 
-May import: consumer.config, consumer.errors.
+May import: consumer (its version), consumer.config, consumer.errors.
 """

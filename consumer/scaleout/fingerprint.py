@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer
 
 from consumer.config import Config
+from consumer.deciding.article import Analyzed
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.common import RoleService
@@ -26,7 +27,7 @@ from consumer.scaleout.wire import domain_partition, encode_fingerprinted
 from consumer.stream.checkpoint import Checkpoint
 from consumer.stream.parsing import Invalid, InvalidReason
 from consumer.stream.pipeline import Message, Rejection
-from consumer.stream.workers import Analyzed, Analyzer
+from consumer.stream.workers import Analyzer
 
 log = logging.getLogger("newsdedup.roles.fingerprint")
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import DecisionKind, Source
-from consumer.stream.workers import Analyzed
 from indexstore import ArticleRecord, RecordColumns
 
 _VERSION = 2  # of changelog records

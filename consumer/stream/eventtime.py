@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from consumer.deciding.article import Analyzed
 from consumer.stream.parsing import Invalid
-from consumer.stream.workers import Analyzed
 
 Item = TypeVar("Item")
 

@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide
 from consumer.stream.parsing import Invalid
-from consumer.stream.workers import Analyzed, Analyzer
+from consumer.stream.workers import Analyzer
 from indexstore import Batch, IndexStore
 
 

@@ -25,13 +25,14 @@ from confluent_kafka import (
 from confluent_kafka import Message as KafkaMessage
 
 from consumer.config import Config, parse_duration_ms
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Source
 from consumer.deciding.rules import match_rules
 from consumer.stream.clients import consumer_config
 from consumer.stream.eventtime import EventTimeOrder, time_of
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import Message, Ordered, Pipeline, wall_clock_ms
-from consumer.stream.workers import Analyzed, Analyzer
+from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 
 _WAIT_S = 1.0

@@ -27,6 +27,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config, parse_duration_ms
+from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.rules import match_rules
 from consumer.errors import NewsdedupError
@@ -49,7 +50,7 @@ from consumer.stream.eventtime import EventTimeOrder, time_of
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline, wall_clock_ms
 from consumer.stream.state import open_index
-from consumer.stream.workers import Analyzed, Analyzer
+from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 
 log = logging.getLogger("newsdedup.service")

@@ -15,29 +15,14 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from consumer.config import FingerprintConfig, InputConfig
+from consumer.deciding.article import Analyzed
 from consumer.errors import NewsdedupError
 from consumer.fingerprint.fingerprinter import Fingerprint, Fingerprinter, FingerprintOptions
 from consumer.stream.parsing import Invalid, InvalidReason, parse_article
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Analyzed:
-    """A valid article, reduced to what the deciding stage needs."""
-
-    id: str
-    event_time_ms: int
-    simhash: int
-    content_hash: bytes
-    sketch: bytes = b""
-    text_chars: int = 0
-    dated: bool = True
-    """False when the article had no published_at: its event time is then set by its place in
-    the stream (consumer/stream/eventtime.py), not by this stand-in."""
 
 
 def _analyzed(article_id: str, event_time_ms: int, fp: Fingerprint, dated: bool) -> Analyzed:

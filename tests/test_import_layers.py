@@ -1,0 +1,63 @@
+"""scripts/import-layers: the repository passes, and what it must catch is caught."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "import-layers"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_the_repository_has_no_cycle_and_no_import_from_a_higher_layer() -> None:
+    done = _run()
+    assert done.returncode == 0, done.stderr
+    assert "no cycle" in done.stdout
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_an_import_from_a_higher_layer_is_named(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "indexstore/__init__.py": "",
+            "consumer/__init__.py": "",
+            "consumer/cli/__init__.py": "",
+            "consumer/cli/progress.py": "",
+            "consumer/stream/__init__.py": "",
+            # Inside a function still counts: it runs too.
+            "consumer/stream/loop.py": "def f():\n    from consumer.cli import progress\n",
+        },
+    )
+    done = _run("--root", str(root))
+    assert done.returncode == 1
+    assert "consumer.stream.loop imports consumer.cli.progress: a higher layer" in done.stderr
+
+
+def test_a_cycle_is_named(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "indexstore/__init__.py": "",
+            "consumer/__init__.py": "",
+            "consumer/stream/__init__.py": "",
+            "consumer/stream/a.py": "import consumer.stream.b\n",
+            "consumer/stream/b.py": "from consumer.stream.a import x\n",
+        },
+    )
+    done = _run("--root", str(root))
+    assert done.returncode == 1
+    assert "import cycle: consumer.stream.a -> consumer.stream.b" in done.stderr
