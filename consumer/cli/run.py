@@ -37,14 +37,14 @@ def run_service(args: argparse.Namespace) -> int:
     from consumer.stream.clients import check_client_settings
 
     if args.role == "fingerprint":
-        from consumer.scaleout.fingerprint import FingerprintService as Service
+        from consumer.scaleout.fingerprint import fingerprint_service as make_service
     elif args.role == "decide":
-        from consumer.scaleout.decide import DecideService as Service
+        from consumer.scaleout.decide import decide_service as make_service
     else:
-        from consumer.stream.service import Service
+        from consumer.stream.service import Service as make_service
 
     check_client_settings(config.kafka)
-    service = Service(config)
+    service = make_service(config)
 
     def stop(signum: int, _frame: object) -> None:
         service.request_stop()

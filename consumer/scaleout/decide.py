@@ -23,8 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka import Message as KafkaMessage
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from consumer.config import Config, parse_duration_ms
@@ -34,7 +33,7 @@ from consumer.ops.logs import log_event
 from consumer.ops.memory import release_free_memory
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.changelog import restore_partition
-from consumer.scaleout.common import RoleService, role_config
+from consumer.scaleout.common import ensure_scaleout_topics, role_config
 from consumer.scaleout.domains import CHANGELOG_POSITION, DomainStores
 from consumer.scaleout.sequencing import Sequencer, Timed
 from consumer.scaleout.wire import (
@@ -44,10 +43,11 @@ from consumer.scaleout.wire import (
     decode_fingerprinted,
     encode_change,
 )
-from consumer.stream.checkpoint import Checkpoint
-from consumer.stream.clients import consumer_config, topic_partitions
+from consumer.stream.checkpoint import Delivered, Outputs, Record
+from consumer.stream.clients import consumer_config, ensure_output_topics, topic_partitions
 from consumer.stream.pipeline import Message, wall_clock_ms
-from consumer.stream.service import _MAX_BACKOFF_S
+from consumer.stream.service import Service
+from consumer.stream.stage import Runtime, Work, count_decisions
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
@@ -85,8 +85,23 @@ class DecideBatch:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     corrections: list[Decision] = field(default_factory=list)
 
+    def outputs(self, output_topic: str, changelog_topic: str) -> Outputs:
+        """Decisions (corrections last) and every changed index record to the changelog
+        partition of the internal partition it came from: the changelog is one more output
+        of the same protocol (under exactly_once, of the same transaction)."""
+        records = [
+            Record(output_topic, d.id.encode("utf-8"), d.to_bytes())
+            for d in (*self.outcomes, *self.corrections)
+        ]
+        records += [
+            Record(changelog_topic, c.key, c.value, partition=c.partition) for c in self.changes
+        ]
+        return Outputs(self.index_batch, records, [], self.stage_seconds)
 
-class DecideStage:
+
+class Decider:
+    """Decides internal records against their domains' indexes, in the order given."""
+
     def __init__(self, stores: DomainStores, rules: MatchRules = DEFAULT_RULES) -> None:
         self.stores = stores
         self.rules = rules
@@ -168,53 +183,21 @@ def _dated(f: Fingerprinted, stream_time_ms: int | None) -> Fingerprinted:
     return dataclasses.replace(f, item=dataclasses.replace(f.item, event_time_ms=stream_time_ms))
 
 
-class DecideCheckpoint(Checkpoint):
-    """The service's commit protocol with the changelog as a second output."""
+class DecideStage:
+    """`--role decide` as a stage of the loop: queue by internal partition and feed source,
+    decide what the event-time order releases, commit each partition's first queued offset
+    with what was decided above it (scaleout/sequencing.py)."""
 
-    def __init__(self, *args: object, changelog_topic: str, stage: DecideStage) -> None:
-        self.changelog_topic = changelog_topic
-        self.stage = stage
-        self._delivered: dict[int, int] = {}
-        super().__init__(*args)
-
-    def complete(self, decided: DecideBatch, offsets: Sequence[TopicPartition]) -> None:  # type: ignore[override]
-        self._delivered.clear()
-        super().complete(decided, offsets)
-        self.producer.poll(0)  # serve the delivery reports of the committed batch
-        for partition, offset in self._delivered.items():
-            self.stage.delivered[partition] = offset + 1
-
-    def _produce(self, decided: DecideBatch) -> None:  # type: ignore[override]
-        super()._produce(decided)
-        for change in decided.changes:
-            self._send(
-                self.changelog_topic,
-                change.key,
-                change.value,
-                partition=change.partition,
-                on_delivery=self._on_change_delivery,
-            )
-
-    def _on_change_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
-        if error is not None:
-            self._on_delivery(error, message)
-            return
-        partition, offset = message.partition(), message.offset()
-        if offset > self._delivered.get(partition, -1):
-            self._delivered[partition] = offset
-
-
-class DecideService(RoleService):
-    role = "decide"
-
-    def __init__(self, config: Config, metrics: Metrics | None = None) -> None:
-        super().__init__(config, metrics)
-        self.stores = DomainStores(config.index)
-        self.stage = DecideStage(self.stores, match_rules(config.match))
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+        self.full_config = runtime.full_config
+        self.stores = DomainStores(self.config.index)
+        self.decider = Decider(self.stores, match_rules(self.config.match))
         # Event-time order inside each owned internal partition (scaleout/sequencing.py); one
         # queue per feed partition, whose count is learnt at start.
         self.sequencer = Sequencer(
-            parse_duration_ms(config.service.partition_idle),
+            parse_duration_ms(self.config.service.partition_idle),
             1,
             max_queued=self.full_config.scaleout.reorder_buffer,
         )
@@ -224,80 +207,78 @@ class DecideService(RoleService):
         self._last_progress_look = float("-inf")
         self._overflow_seen = 0
         self._overflow_logged_at = float("-inf")
+        self._last_stats = 0.0
+
+    # -- lifetime -----------------------------------------------------------------------------
 
     @contextmanager
     def resources(self) -> Iterator[None]:
         try:
-            self.health.index_open = True
+            self.runtime.health.index_open = True
             yield
         finally:
-            self.health.index_open = False
+            self.runtime.health.index_open = False
             self.stores.close()
             if self._feed_watch is not None:
                 self._feed_watch.close()
                 self._feed_watch = None
 
-    def make_stage(self) -> DecideStage:
-        return self.stage
-
-    def make_checkpoint(self, consumer: Consumer) -> Checkpoint:
-        return DecideCheckpoint(
-            consumer,
-            self.make_producer,
-            self.config.kafka,
-            changelog_topic=self.full_config.scaleout.changelog_topic,
-            stage=self.stage,
-        )
-
-    def _record(self, decided: DecideBatch, polled_at: float, durable: float) -> None:  # type: ignore[override]
-        super()._record(decided, polled_at, durable)
-        self.metrics.changelog_records.inc(len(decided.changes))
-
-    # -- the loop ----------------------------------------------------------------------------
-
-    def _ensure_topics(self, admin: AdminClient) -> None:
-        super()._ensure_topics(admin)
+    def ensure_topics(self, admin: AdminClient, input_partitions: int) -> None:
+        ensure_scaleout_topics(admin, self.full_config)
+        ensure_output_topics(admin, self.config.kafka, input_partitions)
         feed = topic_partitions(admin, self.full_config.kafka.input_topic)
         self.sequencer.sources = max(feed or 1, 1)
 
-    def _loop(self, consumer: Consumer, stage, checkpoint: Checkpoint, store: None) -> None:  # type: ignore[override]
-        """Poll; queue by internal partition and feed source; decide what the event-time
-        order releases; commit each partition's first queued offset with what was decided
-        above it (scaleout/sequencing.py)."""
-        max_messages = self.config.kafka.batch_max_messages
-        wait_s = parse_duration_ms(self.config.kafka.batch_max_wait) / 1000
+    def consumer_settings(self) -> dict[str, object]:
+        return {}
+
+    def prepare(self) -> None:
+        pass
+
+    # -- the batch ----------------------------------------------------------------------------
+
+    def take(self, consumer: Consumer, messages: list[Message], at_end: set[int]) -> None:
+        for m in messages:
+            self.sequencer.add(m, self.decider.decode(m))
+        self._watch_progress(consumer)
+
+    def next_work(self, limit: int) -> Work | None:
+        entries = self.sequencer.release(limit)
+        self._note_overflow()
+        commits = self.sequencer.commits()
+        moved = {p: c for p, c in commits.items() if self._last_commits.get(p) != c}
+        if not entries and not moved:
+            return None
         topic = self.config.kafka.input_topic
-        backoff = 0.0
-        while not self._stop.is_set():
-            self.health.turn()
-            self._raise_if_fatal()
-            records = consumer.consume(max_messages, wait_s)
-            polled_at = time.perf_counter()
-            messages, _ = self._valid_records(records)
-            if messages:
-                self.health.broker_reachable = True
-            for m in messages:
-                self.sequencer.add(m, self.stage.decode(m))
-            self._watch_progress(consumer)
-            while not self._stop.is_set():
-                entries = self.sequencer.release(max_messages)
-                self._note_overflow()
-                commits = self.sequencer.commits()
-                moved = {p: c for p, c in commits.items() if self._last_commits.get(p) != c}
-                if not entries and not moved:
-                    break
-                offsets = [TopicPartition(topic, p, o, metadata=md) for p, (o, md) in moved.items()]
-                decide = partial(self.stage.decide_entries, entries)
-                batch = [m for m, _, _ in entries]
-                if self._process(batch, decide, consumer, checkpoint, polled_at, offsets):
-                    self.sequencer.committed(moved)
-                    self._last_commits.update(moved)
-                    backoff = 0.0
-                else:
-                    backoff = min(max(backoff * 2, 0.5), _MAX_BACKOFF_S)
-                    self._stop.wait(backoff)
-                    break
-            self._housekeeping(None)
+        offsets = [TopicPartition(topic, p, o, metadata=md) for p, (o, md) in moved.items()]
+        return Work([m for m, _, _ in entries], partial(self._decide, entries), offsets)
+
+    def _decide(self, entries: Sequence[Timed]) -> tuple[DecideBatch, Outputs]:
+        decided = self.decider.decide_entries(entries)
+        topics = self.config.kafka.output_topic, self.full_config.scaleout.changelog_topic
+        return decided, decided.outputs(*topics)
+
+    def durable(self, work: Work, decided: DecideBatch, delivered: Delivered) -> None:
+        moved = {tp.partition: (tp.offset, tp.metadata or "") for tp in work.offsets}
+        self.sequencer.committed(moved)
+        self._last_commits.update(moved)
+        metrics = self.runtime.metrics
+        count_decisions(metrics, decided.outcomes)
+        metrics.changelog_records.inc(len(decided.changes))
+        # Where our records now end in each changelog partition: written into its stores with
+        # their next batch, so a later restore of them starts after our own records.
+        changelog = self.full_config.scaleout.changelog_topic
+        for (topic, partition), offset in delivered.items():
+            if topic == changelog:
+                self.decider.delivered[partition] = offset + 1
+
+    def rewind(self, consumer: Consumer, work: Work) -> None:
+        """Read every owned partition again from its last commit."""
+        topic = self.config.kafka.input_topic
+        assigned = {tp.partition for tp in consumer.assignment()}
+        for partition, offset in self.sequencer.restart().items():
+            if partition in assigned:
+                consumer.seek(TopicPartition(topic, partition, offset))
 
     def _watch_progress(self, consumer: Consumer) -> None:
         """Ask the broker, at most every `_PROGRESS_LOOK_S`, which feed partitions the
@@ -340,11 +321,12 @@ class DecideService(RoleService):
         """The end of each partition a read-committed reader can reach, from the admin
         client: the consumer's own connection would queue the question behind its long-polling
         fetch (up to `fetch.wait.max.ms` per partition)."""
-        assert self._admin is not None
+        admin = self.runtime.admin
+        assert admin is not None
         asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
         if not asked:
             return {}
-        futures = self._admin.list_offsets(
+        futures = admin.list_offsets(
             asked, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=5.0
         )
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
@@ -366,7 +348,7 @@ class DecideService(RoleService):
         if not overflowed:
             return
         self._overflow_seen = self.sequencer.overflowed
-        self.metrics.reorder_overflow.inc(overflowed)
+        self.runtime.metrics.reorder_overflow.inc(overflowed)
         now = time.monotonic()
         if now - self._overflow_logged_at >= 10.0:  # the counter has every one
             self._overflow_logged_at = now
@@ -378,37 +360,29 @@ class DecideService(RoleService):
                 reorder_buffer=self.sequencer.max_queued,
             )
 
-    def _rewind(self, consumer: Consumer, failed: Sequence[Message]) -> None:
-        """Read every owned partition again from its last commit."""
-        topic = self.config.kafka.input_topic
-        assigned = {tp.partition for tp in consumer.assignment()}
-        for partition, offset in self.sequencer.restart().items():
-            if partition in assigned:
-                consumer.seek(TopicPartition(topic, partition, offset))
-
     # -- ownership -------------------------------------------------------------------------
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        health, metrics = self.runtime.health, self.runtime.metrics
         owned = sorted(p.partition for p in partitions)
         for partition in self.stores.partitions():
             if partition not in owned:
                 self.stores.close_partition(partition)
-                self.stage.delivered.pop(partition, None)
+                self.decider.delivered.pop(partition, None)
         # Not ready until every owned partition is restored: nothing is decided before.
-        self.health.assigned = 0
-        self.health.waiting_for = f"the restore of partitions {owned} from the changelog"
-        self.metrics.restoring_partitions.set(len(owned))
+        health.assigned = 0
+        health.waiting_for = f"the restore of partitions {owned} from the changelog"
+        metrics.restoring_partitions.set(len(owned))
         for partition in owned:
             self._restore(partition)
-            self.metrics.restoring_partitions.dec()
+            metrics.restoring_partitions.dec()
         # Where each partition's last commit stands, and what it says was decided above it.
         for tp in self._committed(consumer, partitions):
             offset = tp.offset if tp.offset >= 0 else 0
             self.sequencer.assign(tp.partition, offset, tp.metadata)
             self._last_commits.pop(tp.partition, None)
         self._last_progress_look = float("-inf")
-        super()._on_assign(consumer, partitions)
-        self._refresh_index_stats(None)
+        self._refresh_index_stats()
 
     def _committed(
         self, consumer: Consumer, partitions: list[TopicPartition]
@@ -420,7 +394,7 @@ class DecideService(RoleService):
             try:
                 return consumer.committed(partitions, timeout=30.0)
             except KafkaException as e:
-                self._raise_if_fatal()
+                self.runtime.check_fatal()
                 log_event(
                     log,
                     logging.WARNING,
@@ -431,15 +405,14 @@ class DecideService(RoleService):
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
-    def _release(self, partitions: list[TopicPartition], level: int, event: str) -> None:
+    def released(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.sequencer.revoke(tp.partition)
             self._last_commits.pop(tp.partition, None)
-        super()._release(partitions, level, event)
 
     def _restore(self, partition: int) -> None:
         log_event(log, logging.INFO, "restore started", partition=partition)
-        m = self.metrics
+        m = self.runtime.metrics
         seen = 0
 
         def progress(p: int, read: int, left: int) -> None:
@@ -447,7 +420,7 @@ class DecideService(RoleService):
             m.restore_records.inc(read - seen)
             seen = read
             m.restore_remaining.labels(str(p)).set(left)
-            self.health.turn()  # a long restore is progress, not a stuck loop
+            self.runtime.health.turn()  # a long restore is progress, not a stuck loop
 
         result = restore_partition(
             consumer_config(self.config.kafka),
@@ -472,19 +445,20 @@ class DecideService(RoleService):
 
     # -- housekeeping ----------------------------------------------------------------------
 
-    def _housekeeping(self, store: object) -> None:
+    def housekeeping(self) -> None:
         now = time.monotonic()
+        metrics = self.runtime.metrics
         for s in self.stores.all_stores():
             if s.expiry_due():
                 dropped = s.expire()
                 if dropped:
-                    self.metrics.segments_expired.inc(len(dropped))
+                    metrics.segments_expired.inc(len(dropped))
                     log_event(log, logging.INFO, "segments expired", segments=dropped)
         if now - self._last_stats >= 10.0:
-            self._refresh_index_stats(None)
+            self._refresh_index_stats()
             release_free_memory()  # as the single-process service does (consumer/ops/memory.py)
 
-    def _refresh_index_stats(self, store: object) -> None:
+    def _refresh_index_stats(self) -> None:
         self._last_stats = time.monotonic()
         articles = segments = disk = 0
         for s in self.stores.all_stores():
@@ -492,6 +466,14 @@ class DecideService(RoleService):
             articles += stats.articles
             segments += len(stats.segments)
             disk += stats.disk_bytes
-        self.metrics.index_articles.set(articles)
-        self.metrics.index_segments.set(segments)
-        self.metrics.index_disk_bytes.set(disk)
+        metrics = self.runtime.metrics
+        metrics.index_articles.set(articles)
+        metrics.index_segments.set(segments)
+        metrics.index_disk_bytes.set(disk)
+
+
+def decide_service(config: Config, metrics: Metrics | None = None) -> Service:
+    """`newsdedup run --role decide`."""
+    return Service(
+        role_config(config, "decide"), metrics, stage=DecideStage, role="decide", full_config=config
+    )

@@ -14,19 +14,23 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
 from consumer.deciding.article import Analyzed
-from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
-from consumer.scaleout.common import RoleService
+from consumer.scaleout.common import ensure_scaleout_topics, role_config
 from consumer.scaleout.domains import domain_dir_name
 from consumer.scaleout.wire import domain_partition, encode_fingerprinted
-from consumer.stream.checkpoint import Checkpoint
+from consumer.stream.checkpoint import Delivered, NoIndexWrite, Outputs, Record
+from consumer.stream.clients import ensure_output_topics
 from consumer.stream.parsing import Invalid, InvalidReason
 from consumer.stream.pipeline import Message, Rejection
+from consumer.stream.service import Service
+from consumer.stream.stage import Runtime, Work, next_offsets
 from consumer.stream.workers import Analyzer
 
 log = logging.getLogger("newsdedup.roles.fingerprint")
@@ -41,28 +45,91 @@ class Forward:
     domain: str
 
 
-class _NoIndex:
-    """This role writes no index: step 1 of the checkpoint protocol is empty."""
-
-    def commit(self) -> None:
-        pass
-
-
 @dataclass(slots=True)
 class FingerprintedBatch:
     outcomes: list[Forward | Rejection]
-    index_batch: _NoIndex = field(default_factory=_NoIndex)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def outputs(self, internal_topic: str, partitions: int) -> Outputs:
+        """Each valid article to its domain's internal partition (no index: step 1 is empty),
+        every rejection to the DLQ."""
+        records = [
+            Record(
+                internal_topic,
+                f.domain.encode("utf-8"),
+                encode_fingerprinted(f.item, f.message.source),
+                partition=domain_partition(f.domain, partitions),
+                # The feed record's own timestamp: the decide role orders articles of equal
+                # event time by it, as `--role all` does.
+                timestamp_ms=f.message.timestamp_ms,
+            )
+            for f in self.outcomes
+            if isinstance(f, Forward)
+        ]
+        rejections = [o for o in self.outcomes if isinstance(o, Rejection)]
+        return Outputs(NoIndexWrite(), records, rejections, self.stage_seconds)
 
 
 class FingerprintStage:
-    def __init__(self, analyzer: Analyzer, domain_field: str) -> None:
-        self.analyzer = analyzer
-        self.domain_field = domain_field
+    """`--role fingerprint` as a stage of the loop: each poll's messages make one batch, in
+    the order the broker returned them; no index, so step 1 of the protocol is empty."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+        self.domain_field = runtime.full_config.scaleout.domain_field
+        self.internal_topic = runtime.full_config.scaleout.internal_topic
+        self.internal_partitions = 0  # learnt when the topics are ensured
+        self._polled: list[Message] = []
+
+    @contextmanager
+    def resources(self) -> Iterator[None]:
+        config = self.config
+        with Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer:
+            self.runtime.analyzer = analyzer
+            # No index in this role: readiness waits only for the broker and an assignment.
+            self.runtime.health.index_open = True
+            try:
+                yield
+            finally:
+                self.runtime.health.index_open = False
+                self.runtime.analyzer = None
+
+    def ensure_topics(self, admin: AdminClient, input_partitions: int) -> None:
+        self.internal_partitions = ensure_scaleout_topics(admin, self.runtime.full_config)
+        ensure_output_topics(admin, self.config.kafka, input_partitions)
+
+    def consumer_settings(self) -> dict[str, object]:
+        return {}
+
+    def prepare(self) -> None:
+        pass
+
+    def assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def released(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def take(self, consumer: Consumer, messages: list[Message], at_end: set[int]) -> None:
+        self._polled = messages
+
+    def next_work(self, limit: int) -> Work | None:
+        messages, self._polled = self._polled, []
+        if not messages:
+            return None
+        return Work(messages, partial(self._forward, messages), next_offsets(messages))
+
+    def _forward(self, messages: Sequence[Message]) -> tuple[FingerprintedBatch, Outputs]:
+        batch = self.decide(messages)
+        return batch, batch.outputs(self.internal_topic, self.internal_partitions)
 
     def decide(self, messages: Sequence[Message]) -> FingerprintedBatch:
+        """Fingerprint `messages` and give each valid article its domain."""
+        analyzer = self.runtime.analyzer
+        assert analyzer is not None
         t0 = time.perf_counter()
-        analyzed = self.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
+        analyzed = analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
         outcomes: list[Forward | Rejection] = []
         for message, result in zip(messages, analyzed, strict=True):
             if isinstance(result, Analyzed):
@@ -89,88 +156,32 @@ class FingerprintStage:
             return Invalid(InvalidReason.BAD_FIELD_TYPE, f"field {self.domain_field!r} {e}")
         return domain
 
-
-class ForwardCheckpoint(Checkpoint):
-    """The service's commit protocol with this role's outputs: internal records and DLQ."""
-
-    def __init__(self, *args: object, internal_topic: str, partitions: int) -> None:
-        self.internal_topic = internal_topic
-        self.partitions = partitions
-        super().__init__(*args)
-
-    def _produce(self, decided: FingerprintedBatch) -> None:  # type: ignore[override]
-        for outcome in decided.outcomes:
-            if isinstance(outcome, Forward):
-                self._send(
-                    self.internal_topic,
-                    outcome.domain.encode("utf-8"),
-                    encode_fingerprinted(outcome.item, outcome.message.source),
-                    partition=domain_partition(outcome.domain, self.partitions),
-                    # The feed record's own timestamp: the decide role orders articles of
-                    # equal event time by it, as `--role all` does.
-                    timestamp_ms=outcome.message.timestamp_ms,
-                )
-            else:
-                self._send_dead_letter(outcome)
-
-
-class FingerprintService(RoleService):
-    role = "fingerprint"
-
-    def __init__(self, config: Config, metrics: Metrics | None = None) -> None:
-        super().__init__(config, metrics)
-        self._analyzer: Analyzer | None = None
-
-    @contextmanager
-    def resources(self) -> Iterator[None]:
-        config = self.config
-        with Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer:
-            self._analyzer = analyzer
-            # No index in this role: readiness waits only for the broker and an assignment.
-            self.health.index_open = True
-            try:
-                yield
-            finally:
-                self.health.index_open = False
-                self._analyzer = None
-
-    def make_stage(self) -> FingerprintStage:
-        assert self._analyzer is not None
-        return FingerprintStage(self._analyzer, self.full_config.scaleout.domain_field)
-
-    def make_checkpoint(self, consumer: Consumer) -> Checkpoint:
-        return ForwardCheckpoint(
-            consumer,
-            self.make_producer,
-            self.config.kafka,
-            internal_topic=self.full_config.scaleout.internal_topic,
-            partitions=self.scaleout_partitions,
+    def durable(self, work: Work, decided: FingerprintedBatch, delivered: Delivered) -> None:
+        self.runtime.metrics.fingerprinted.inc(
+            sum(isinstance(o, Forward) for o in decided.outcomes)
         )
 
-    def _record(self, decided: FingerprintedBatch, polled_at: float, durable: float) -> None:  # type: ignore[override]
-        m = self.metrics
-        for stage, seconds in decided.stage_seconds.items():
-            m.stage_seconds.labels(stage).observe(seconds)
-        m.batch_size.observe(len(decided.outcomes))
-        for outcome in decided.outcomes:
-            m.process_seconds.observe(durable - polled_at)
-            if isinstance(outcome, Forward):
-                m.fingerprinted.inc()
-            else:
-                m.invalid.labels(str(outcome.invalid.reason)).inc()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "message sent to the dead-letter topic",
-                    reason=str(outcome.invalid.reason),
-                    detail=outcome.invalid.detail,
-                    topic=outcome.message.source.topic,
-                    partition=outcome.message.source.partition,
-                    offset=outcome.message.source.offset,
-                )
-        self._decided_since_log += len(decided.outcomes)
-        self._busy_since_log += durable - polled_at
+    def rewind(self, consumer: Consumer, work: Work) -> None:
+        """Read again from the failed batch's first message in each partition."""
+        first: dict[tuple[str, int], int] = {}
+        for m in work.messages:
+            key = (m.source.topic, m.source.partition)
+            first[key] = min(first.get(key, m.source.offset), m.source.offset)
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        for (topic, partition), offset in first.items():
+            if (topic, partition) in assigned:
+                consumer.seek(TopicPartition(topic, partition, offset))
 
-    def _housekeeping(self, store: object) -> None:
-        now = time.monotonic()
-        self._log_throughput(now)
+    def housekeeping(self) -> None:
+        pass
+
+
+def fingerprint_service(config: Config, metrics: Metrics | None = None) -> Service:
+    """`newsdedup run --role fingerprint`."""
+    return Service(
+        role_config(config, "fingerprint"),
+        metrics,
+        stage=FingerprintStage,
+        role="fingerprint",
+        full_config=config,
+    )

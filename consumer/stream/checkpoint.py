@@ -20,7 +20,9 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol, final
 
 from confluent_kafka import (
     Consumer,
@@ -32,9 +34,9 @@ from confluent_kafka import (
 )
 
 from consumer.config import KafkaConfig
-from consumer.deciding.decision import Decision, Source
+from consumer.deciding.decision import Source
 from consumer.errors import NewsdedupError
-from consumer.stream.pipeline import DecidedBatch, Rejection
+from consumer.stream.pipeline import Rejection
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,42 @@ _FENCED_AGAIN_S = 120.0
 _TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 
 
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record to publish, as data: every role's outputs are these and dead letters."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None  # None: the producer's partitioner (by key)
+    timestamp_ms: int | None = None  # None: the time it is produced
+
+
+class IndexWrite(Protocol):
+    def commit(self) -> None: ...
+
+
+class NoIndexWrite:
+    """A batch that writes no index (the fingerprint role): step 1 is empty."""
+
+    def commit(self) -> None:
+        pass
+
+
+@dataclass(slots=True)
+class Outputs:
+    """Everything one batch makes durable, in the order of the protocol."""
+
+    index: IndexWrite  # step 1
+    records: list[Record]  # step 2
+    dead_letters: list[Rejection]  # step 2, each cut to what the DLQ takes
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # the steps' times go here
+
+
+# (topic, partition) -> the greatest offset a batch's records were delivered at.
+Delivered = dict[tuple[str, int], int]
+
+
 class ProducerFenced(NewsdedupError):
     """Another live producer uses our transactional.id: this process must stop."""
 
@@ -90,10 +128,12 @@ class OutputFailed(Exception):
         return self.code in MISSING_TOPIC_CODES
 
 
+@final
 class Checkpoint:
-    """Owns the producer: a producer that failed fatally (e.g. its transaction state was lost
-    while the broker went away) is replaced by a fresh one with the same transactional.id,
-    which fences the old one, and the batch is retried."""
+    """Makes each batch's `Outputs` durable in protocol order, for every role: outputs come as
+    data, so nothing here is specialised. Owns the producer: a producer that failed fatally
+    (e.g. its transaction state was lost while the broker went away) is replaced by a fresh one
+    with the same transactional.id, which fences the old one, and the batch is retried."""
 
     def __init__(
         self, consumer: Consumer, make_producer: Callable[[], Producer], config: KafkaConfig
@@ -114,6 +154,7 @@ class Checkpoint:
         # Dead letters the broker refused for their size: sent again with no value (below).
         self._refused_dead_letters: set[Source] = set()
         self._last_fenced: float | None = None
+        self._delivered: Delivered = {}
         try:
             self._ensure_producer()  # fences a zombie with our transactional.id right away
         except OutputFailed as e:
@@ -131,21 +172,22 @@ class Checkpoint:
         assert self._producer is not None
         return self._producer
 
-    def complete(self, decided: DecidedBatch, offsets: Sequence[TopicPartition]) -> None:
+    def complete(self, outputs: Outputs, offsets: Sequence[TopicPartition]) -> Delivered:
         """Make the batch durable in protocol order, adding each step's time to the batch's
-        stage_seconds; raises OutputFailed when outputs were not delivered (the index write
-        stands: a retry re-emits from it)."""
-        stages = decided.stage_seconds
+        stage_seconds; returns where its records were delivered. Raises OutputFailed when
+        outputs were not delivered (the index write stands: a retry re-emits from it)."""
+        stages = outputs.stage_seconds
         t0 = time.perf_counter()
-        decided.index_batch.commit()  # 1
+        outputs.index.commit()  # 1
         t1 = time.perf_counter()
         stages["index"] = stages.get("index", 0.0) + (t1 - t0)
+        self._delivered = {}
         try:
             self._ensure_producer()
             if self.transactional:
-                self._complete_transaction(decided, offsets)
+                self._complete_transaction(outputs, offsets)
             else:
-                self._produce(decided)  # 2
+                self._produce(outputs)  # 2
                 self._flush()
                 t2 = time.perf_counter()
                 self._commit_offsets(offsets)  # 3
@@ -159,6 +201,8 @@ class Checkpoint:
                 log.warning("the producer failed for good (%s); starting a new one", error.str())
                 self._discard_producer()
             raise OutputFailed(error.str()) from None
+        self.producer.poll(0)  # the delivery reports of a committed transaction
+        return self._delivered
 
     def _replace_fenced(self, error: KafkaError) -> None:
         """Fenced once (e.g. the broker aborted a transaction that ran past its timeout): a new
@@ -209,20 +253,18 @@ class Checkpoint:
         self._producer = producer
         self._delivery_errors.clear()
 
-    def _complete_transaction(
-        self, decided: DecidedBatch, offsets: Sequence[TopicPartition]
-    ) -> None:
+    def _complete_transaction(self, outputs: Outputs, offsets: Sequence[TopicPartition]) -> None:
         try:
             t1 = time.perf_counter()
             self.producer.begin_transaction()
-            self._produce(decided)  # 2
+            self._produce(outputs)  # 2
             t2 = time.perf_counter()
             self.producer.send_offsets_to_transaction(  # 3
                 list(offsets), self.consumer.consumer_group_metadata(), 30.0
             )
             self._commit_transaction()
-            decided.stage_seconds["produce"] = t2 - t1
-            decided.stage_seconds["commit"] = time.perf_counter() - t2
+            outputs.stage_seconds["produce"] = t2 - t1
+            outputs.stage_seconds["commit"] = time.perf_counter() - t2
         except KafkaException as e:
             error: KafkaError = e.args[0]
             if error.fatal():
@@ -285,14 +327,11 @@ class Checkpoint:
             self._discard_producer()
         self._delivery_errors.clear()
 
-    def _produce(self, decided: DecidedBatch) -> None:
-        for outcome in decided.outcomes:
-            if isinstance(outcome, Decision):
-                self._send(self.config.output_topic, outcome.id.encode("utf-8"), outcome.to_bytes())
-            else:
-                self._send_dead_letter(outcome)
-        for correction in decided.corrections:
-            self._send(self.config.output_topic, correction.id.encode(), correction.to_bytes())
+    def _produce(self, outputs: Outputs) -> None:
+        for r in outputs.records:
+            self._send(r.topic, r.key, r.value, partition=r.partition, timestamp_ms=r.timestamp_ms)
+        for rejection in outputs.dead_letters:
+            self._send_dead_letter(rejection)
 
     def _send_dead_letter(self, rejection: Rejection) -> None:
         """A rejected message to the DLQ, cut to what the producer and the topic take: a message
@@ -354,6 +393,10 @@ class Checkpoint:
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self._delivery_errors.append((error, message.topic()))
+            return
+        where = (message.topic(), message.partition())
+        if message.offset() > self._delivered.get(where, -1):
+            self._delivered[where] = message.offset()
 
     def _delivery_failure(self) -> OutputFailed:
         (error, topic), self._delivery_errors = self._delivery_errors[0], []

@@ -1,0 +1,302 @@
+"""`newsdedup run` (`--role all`): the whole pipeline in one process, as a `Stage` of the loop.
+
+Polled messages are fingerprinted at once (the worker pool) and queued per partition; they
+are decided in event-time order (eventtime.py) against the one index, whose batch, decisions
+and dead letters the checkpoint then makes durable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from consumer.config import parse_duration_ms
+from consumer.deciding.article import Analyzed
+from consumer.deciding.rules import match_rules
+from consumer.ops.logs import log_event
+from consumer.ops.memory import release_free_memory
+from consumer.stream.checkpoint import Delivered, Outputs, Record
+from consumer.stream.clients import ensure_output_topics
+from consumer.stream.eventtime import EventTimeOrder, time_of
+from consumer.stream.parsing import Invalid
+from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
+from consumer.stream.stage import Runtime, Work, count_decisions, next_offsets
+from consumer.stream.state import open_index
+from consumer.stream.workers import Analyzer
+from indexstore import IndexStore
+
+log = logging.getLogger("newsdedup.service")
+
+_STATS_REFRESH_S = 10.0
+# How often freed memory is handed back to the OS (consumer/ops/memory.py says why).
+_RELEASE_MEMORY_S = 30.0
+# A partition's queue is fetched no further past this many batches (AllStage._flow_control).
+_QUEUED_BATCHES = 4
+_MAX_BACKOFF_S = 30.0
+
+
+def decision_outputs(decided: DecidedBatch, topic: str) -> Outputs:
+    """A decided batch as the checkpoint takes it: the decisions, corrections last, keyed by
+    article id (a reader that keeps the latest per key ends with the event-time answer)."""
+    records = [
+        Record(topic, d.id.encode("utf-8"), d.to_bytes())
+        for d in (*decided.decisions, *decided.corrections)
+    ]
+    return Outputs(decided.index_batch, records, decided.rejections, decided.stage_seconds)
+
+
+class AllStage:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+        # Polled messages wait here to be decided in event-time order (stream/eventtime.py).
+        self._order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+            parse_duration_ms(self.config.service.partition_idle)
+        )
+        self._max_queued = _QUEUED_BATCHES * self.config.kafka.batch_max_messages
+        self._paused: set[int] = set()
+        self._lag_at_assign: dict[int, bool] = {}
+        self._fingerprint_seconds = 0.0
+        self._store: IndexStore | None = None
+        self._pipeline: Pipeline | None = None
+        self._input_partitions = 0
+        self._last_stats = 0.0
+        self._last_memory_release = time.monotonic()
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    @contextmanager
+    def resources(self) -> Iterator[None]:
+        config = self.config
+        # The pool first: its processes must not inherit Kafka or RocksDB state.
+        with (
+            Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer,
+            open_index(config.index) as store,
+        ):
+            self.runtime.analyzer = analyzer
+            self._store = store
+            self._pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
+            self.runtime.health.index_open = True
+            self._refresh_index_stats(store)
+            try:
+                yield
+            finally:
+                self.runtime.health.index_open = False
+                self.runtime.analyzer = None
+
+    def ensure_topics(self, admin: AdminClient, input_partitions: int) -> None:
+        self._input_partitions = input_partitions
+        ensure_output_topics(admin, self.config.kafka, input_partitions)
+
+    def consumer_settings(self) -> dict[str, object]:
+        # A partition known to be at its end is not waited for (stream/eventtime.py).
+        return {"enable.partition.eof": True}
+
+    def prepare(self) -> None:
+        """An index behind the group's committed offsets (its directory lost, or restored
+        from an older copy) would decide the rest of the feed against what it lacks, and
+        copies of those articles would pass as originals. So it is first rebuilt from the
+        retained feed, up to those offsets; /readyz answers 503 meanwhile."""
+        from consumer.stream.replay import replay_feed
+
+        runtime = self.runtime
+        assert self._store is not None and runtime.analyzer is not None
+        runtime.health.waiting_for = "the index to be rebuilt from the feed"
+        log_event(log, logging.INFO, "checking the index against the group's committed offsets")
+        delay = 1.0
+        while True:
+            try:
+                result = replay_feed(
+                    self.config, self._store, self._input_partitions, analyzer=runtime.analyzer
+                )
+                break
+            except KafkaException as e:
+                # The broker is away, or the group's offsets are still settling.
+                runtime.check_fatal()
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "cannot compare the index with the group's committed offsets yet; retrying",
+                    error=e.args[0].str(),
+                    retry_in_s=delay,
+                )
+                if runtime.stop.wait(delay):
+                    return
+                delay = min(delay * 2, _MAX_BACKOFF_S)
+        if result.messages or result.lost:
+            log_event(
+                log,
+                logging.WARNING,
+                "the index was behind the group's committed offsets (lost, or an older copy); "
+                "rebuilt it from the retained feed",
+                messages=result.messages,
+                seconds=round(result.seconds, 1),
+                partitions=[p.partition for p in result.partitions if p.end > p.start],
+            )
+        if result.lost:
+            log_event(
+                log,
+                logging.WARNING,
+                "part of the feed behind the index is no longer retained by the broker: later "
+                "copies of those articles will not be flagged",
+                messages_lost=result.lost,
+            )
+        runtime.health.waiting_for = "a partition assignment"
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        start = None if self._store is None else self._store.watermark_ms()
+        self._order.assign([p.partition for p in partitions], start_ms=start)
+        self._lag_at_assign = self._lag_of(consumer, partitions)
+        if 0 < len(partitions) < self._input_partitions:
+            log_event(
+                log,
+                logging.WARNING,
+                "this instance sees only part of the input partitions: duplicates across "
+                "instances will be missed; run one instance per feed until scale-out lands",
+                assigned=len(partitions),
+                total=self._input_partitions,
+            )
+
+    def released(self, partitions: list[TopicPartition]) -> None:
+        # What was queued for these partitions is read again by their next owner.
+        self._order.revoke(p.partition for p in partitions)
+        self._paused.difference_update(p.partition for p in partitions)
+
+    def _lag_of(self, consumer: Consumer, partitions: list[TopicPartition]) -> dict[int, bool]:
+        """Which of the partitions just assigned have records past the group's committed
+        offset: a restart on a backlog must wait for each of them, however slow its first
+        fetch (two requests to the broker, once per assignment)."""
+        try:
+            committed = consumer.committed(partitions, timeout=10.0)
+            lag = {}
+            for tp in committed:
+                low, high = consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
+                lag[tp.partition] = (tp.offset if tp.offset >= 0 else low) < high
+            return lag
+        except KafkaException as e:
+            log_event(log, logging.WARNING, "cannot read the partitions' lag", error=str(e))
+            return {}
+
+    # -- the batch ----------------------------------------------------------------------------
+
+    def take(self, consumer: Consumer, messages: list[Message], at_end: set[int]) -> None:
+        """Fingerprint what was polled and queue it by partition."""
+        order = self._order
+        if messages:
+            assert self._pipeline is not None
+            t0 = time.perf_counter()
+            results = self._pipeline.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
+            self._fingerprint_seconds += time.perf_counter() - t0
+            for message, result in zip(messages, results, strict=True):
+                if isinstance(result, Analyzed):
+                    # Only a rejection's value is needed again (for the DLQ).
+                    message = dataclasses.replace(message, value=None)
+                order.add(
+                    message.source.partition,
+                    (message, result),
+                    time_of(result),
+                    message.timestamp_ms,
+                )
+        for partition in at_end:
+            order.caught_up(partition)
+        self._flow_control(consumer)
+        self._note_lag(consumer)
+
+    def next_work(self, limit: int) -> Work | None:
+        """What the event-time order releases now."""
+        released = list(self._order.release(limit))
+        if not released:
+            return None
+        entries = [Ordered(*r.item, r.time_ms) for r in released]
+        messages = [e.message for e in entries]
+        return Work(messages, lambda: self._decide(entries), next_offsets(messages))
+
+    def _decide(self, entries: list[Ordered]) -> tuple[DecidedBatch, Outputs]:
+        assert self._pipeline is not None
+        decided = self._pipeline.decide_ordered(entries)
+        decided.stage_seconds["fingerprint"] = self._fingerprint_seconds
+        self._fingerprint_seconds = 0.0
+        return decided, decision_outputs(decided, self.config.kafka.output_topic)
+
+    def durable(self, work: Work, decided: Any, delivered: Delivered) -> None:
+        count_decisions(self.runtime.metrics, decided.decisions)
+
+    def rewind(self, consumer: Consumer, work: Work) -> None:
+        """Read again from the failed batch's first message in each partition, and from the
+        first queued one in the others; the queues start over."""
+        first = {p: entry[0].source for p, entry in self._order.first_queued().items()}
+        for m in work.messages:
+            first[m.source.partition] = min(
+                first.get(m.source.partition, m.source), m.source, key=lambda s: s.offset
+            )
+        self._order.clear()
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        for source in first.values():
+            if (source.topic, source.partition) in assigned:
+                consumer.seek(TopicPartition(source.topic, source.partition, source.offset))
+
+    def _flow_control(self, consumer: Consumer) -> None:
+        """Stop fetching a partition whose queue is long (it waits for a slower one), and
+        fetch it again once the queue has drained to half: memory stays bounded however far
+        apart the partitions are."""
+        topic = self.config.kafka.input_topic
+        for partition in self._order.partitions():
+            queued = self._order.queued(partition)
+            if partition not in self._paused and queued >= self._max_queued:
+                consumer.pause([TopicPartition(topic, partition)])
+                self._paused.add(partition)
+            elif partition in self._paused and queued <= self._max_queued // 2:
+                consumer.resume([TopicPartition(topic, partition)])
+                self._paused.discard(partition)
+
+    def _note_lag(self, consumer: Consumer) -> None:
+        """Tell the order which partitions with nothing queued still have records on the
+        broker (from the high watermark of the last fetch): those are waited for."""
+        topic = self.config.kafka.input_topic
+        empty = [p for p in self._order.partitions() if not self._order.queued(p)]
+        if not empty:
+            return
+        positions = consumer.position([TopicPartition(topic, p) for p in empty])
+        for tp in positions:
+            if tp.offset < 0:
+                # Not fetched yet (just assigned): what the broker said at the assignment.
+                self._order.behind(tp.partition, self._lag_at_assign.get(tp.partition, False))
+                continue
+            _low, high = consumer.get_watermark_offsets(tp, cached=True)
+            self._order.behind(tp.partition, 0 <= tp.offset < high)
+
+    # -- between polls --------------------------------------------------------------------------
+
+    def housekeeping(self) -> None:
+        store = self._store
+        assert store is not None
+        now = time.monotonic()
+        if store.expiry_due():
+            dropped = store.expire()
+            if dropped:
+                self.runtime.metrics.segments_expired.inc(len(dropped))
+                log_event(log, logging.INFO, "segments expired", segments=dropped)
+        if now - self._last_stats >= _STATS_REFRESH_S:
+            self._refresh_index_stats(store)
+        if now - self._last_memory_release >= _RELEASE_MEMORY_S:
+            self._last_memory_release = now
+            release_free_memory()
+
+    def _refresh_index_stats(self, store: IndexStore) -> None:
+        self._last_stats = time.monotonic()
+        stats = store.stats()
+        metrics = self.runtime.metrics
+        metrics.index_articles.set(stats.articles)
+        metrics.index_segments.set(len(stats.segments))
+        metrics.index_disk_bytes.set(stats.disk_bytes)
+        for part, size in store.memory_usage().items():
+            metrics.index_memory_bytes.labels(part).set(size)

@@ -1,0 +1,117 @@
+"""What a role is to the Kafka loop: `--role all`, `fingerprint` and `decide` each implement one
+`Stage`; the loop, the commit protocol, retries, stops and librdkafka's callbacks are the
+Service's own (service.py), written once.
+
+The loop hands a stage what it polled (`take`), asks it what to make durable next
+(`next_work`: the messages, how to decide them into `Outputs`, the offsets to commit after
+them), tells it when that is durable (`durable`) or failed and must be read again (`rewind`),
+and lets it follow its partitions (`assigned`, `released`) and tidy up between polls
+(`housekeeping`). What a stage needs of the service comes in a `Runtime`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from consumer.config import Config
+from consumer.deciding.decision import Decision, DecisionKind
+from consumer.ops.health import HealthState
+from consumer.ops.metrics import Metrics
+from consumer.stream.checkpoint import Delivered, Outputs
+from consumer.stream.pipeline import Message, wall_clock_ms
+from consumer.stream.workers import Analyzer
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One batch to make durable."""
+
+    messages: Sequence[Message]  # what it decides (a rewind reads them again)
+    decide: Callable[[], tuple[Any, Outputs]]  # what was decided, and what to publish
+    offsets: Sequence[TopicPartition]  # to commit once its outputs are durable
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What the service lends its stage."""
+
+    config: Config  # the role's own view of the configuration
+    full_config: Config  # as loaded (the scale-out roles read the other role's settings)
+    metrics: Metrics
+    health: HealthState
+    stop: threading.Event
+    check_fatal: Callable[[], None]  # raises once the broker refused us for good
+    admin: AdminClient | None = None  # once the service is connected
+    analyzer: Analyzer | None = None  # the worker pool, which a stop that gives up must end
+
+
+class Stage(Protocol):
+    def resources(self) -> AbstractContextManager[object]:
+        """What the stage holds while the service runs (worker pool, index)."""
+        ...
+
+    def ensure_topics(self, admin: AdminClient, input_partitions: int) -> None:
+        """Create the topics it writes to when they are missing."""
+        ...
+
+    def consumer_settings(self) -> dict[str, object]:
+        """Settings its consumer needs beyond the configured ones."""
+        ...
+
+    def prepare(self) -> None:
+        """Work before the consumer subscribes (the producer has fenced any predecessor)."""
+        ...
+
+    def assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None: ...
+
+    def released(self, partitions: list[TopicPartition]) -> None: ...
+
+    def take(self, consumer: Consumer, messages: list[Message], at_end: set[int]) -> None:
+        """What one poll returned (`at_end`: partitions the broker said it reached the end
+        of, after their last message here)."""
+        ...
+
+    def next_work(self, limit: int) -> Work | None:
+        """The next batch to make durable (at most `limit` messages), or None for now."""
+        ...
+
+    def durable(self, work: Work, decided: Any, delivered: Delivered) -> None:
+        """`work`'s outputs and offsets are durable."""
+        ...
+
+    def rewind(self, consumer: Consumer, work: Work) -> None:
+        """`work`'s outputs failed: read it (and whatever was queued behind it) again."""
+        ...
+
+    def housekeeping(self) -> None: ...
+
+
+def next_offsets(messages: Iterable[Message]) -> list[TopicPartition]:
+    """Past each partition's last message: what a batch read in offset order commits."""
+    last: dict[tuple[str, int], int] = {}
+    for m in messages:
+        last[(m.source.topic, m.source.partition)] = m.source.offset
+    return [TopicPartition(t, p, o + 1) for (t, p), o in last.items()]
+
+
+def count_decisions(metrics: Metrics, decisions: Iterable[Decision]) -> None:
+    """The decision metrics of the roles that decide."""
+    latest_event = None
+    for d in decisions:
+        metrics.articles.labels(d.decision.value).inc()
+        if d.decision is not DecisionKind.UNIQUE:
+            metrics.match_distance.observe(d.distance or 0)
+        if d.late:
+            metrics.late_articles.inc()
+        latest_event = max(latest_event or 0, d.event_time_ms)
+    if latest_event is not None:
+        metrics.event_lag_seconds.set(max(0.0, (wall_clock_ms() - latest_event) / 1000))
