@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from consumer.config import IndexConfig
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import DecisionKind, Source
-from consumer.scaleout.decide import DecideStage
+from consumer.scaleout.decide import Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import (
     WireError,
@@ -182,10 +182,10 @@ def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
 
 
 def decide_into(stores: DomainStores, feed: list[Analyzed], batch: int = 50) -> list[tuple]:
-    """Run the decide role's stage over `feed` (partition 0, one domain), committing each batch;
+    """Run the decide role's decider over `feed` (partition 0, one domain), committing each batch;
     returns the changelog records it would produce, in order: one per article, and one more
     per correction (an article that arrives after a later-published copy decided unique)."""
-    stage = DecideStage(stores)
+    stage = Decider(stores)
     changes = []
     for start in range(0, len(feed), batch):
         messages = [

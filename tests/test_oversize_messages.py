@@ -148,16 +148,20 @@ def test_a_producer_fenced_twice_stops_with_one_line(kafka_bootstrap, new_topic,
             scaleout_instance_id=f"fence-{n}",
         )
 
-    articles = _articles()[:400]
+    articles = _articles()[:20]
     with service(0) as first, service(1) as second:
-        # Both keep producing transactions, each from its own feed, a few at a time.
-        for start in range(0, len(articles), 20):
+        # Both keep producing transactions, each from its own feed, a few at a time, for as
+        # long as both run: however slowly a loaded machine starts them, each keeps having
+        # transactions for the other to fence.
+        deadline = time.monotonic() + 120
+        round_no = 0
+        while first.running() and second.running() and time.monotonic() < deadline:
+            fresh = [{**a, "id": f"{a['id']}-r{round_no}"} for a in articles]
             for topics in names:
-                _produce(kafka_bootstrap, topics.input, articles[start : start + 20])
+                _produce(kafka_bootstrap, topics.input, fresh)
+            round_no += 1
             time.sleep(0.2)
-            if not (first.running() and second.running()):
-                break
-        wait_until(lambda: not (first.running() and second.running()), 120, what="one to give way")
+        wait_until(lambda: not (first.running() and second.running()), 30, what="one to give way")
         stopped, other = (first, second) if not first.running() else (second, first)
         assert stopped.process.returncode == 2, stopped.log()[-3000:]
         log = stopped.log()
