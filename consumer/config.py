@@ -33,6 +33,45 @@ def parse_duration_ms(text: str) -> int:
     return int(value * _DURATION_UNITS_MS[unit])
 
 
+class Duration(str):
+    """A duration as the configuration writes it ("2s", "72h"), parsed once: `.ms`."""
+
+    ms: int
+
+    def __new__(cls, text: object) -> Duration:
+        self = super().__new__(cls, str(text))
+        self.ms = parse_duration_ms(self)  # ValueError names a bad one
+        return self
+
+    @property
+    def seconds(self) -> float:
+        return self.ms / 1000
+
+
+class Size(str):
+    """A size as the configuration writes it ("256MiB"), parsed once: `.bytes`."""
+
+    bytes: int
+
+    def __new__(cls, text: object) -> Size:
+        self = super().__new__(cls, str(text))
+        self.bytes = parse_size_bytes(self)
+        return self
+
+
+_WRITTEN: dict[str, type[Duration] | type[Size]] = {"Duration": Duration, "Size": Size}
+
+
+def _parse_written(instance: object) -> None:
+    """Durations and sizes given as plain text (code that builds a section itself) become
+    parsed values too: every reader can use `.ms` and `.bytes`."""
+    for f in dataclasses.fields(instance):  # type: ignore[arg-type]
+        kind = _WRITTEN.get(str(f.type))
+        value = getattr(instance, f.name)
+        if kind is not None and not isinstance(value, kind):
+            object.__setattr__(instance, f.name, kind(value))
+
+
 def parse_size_bytes(text: str) -> int:
     """'256MiB', '1GiB', '64KiB', '1000000' → bytes."""
     m = re.match(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$", str(text))
@@ -53,13 +92,16 @@ class KafkaConfig:
     # Static per instance so a restarted instance fences its own zombie; empty = "<group_id>-0".
     transactional_id: str = ""
     batch_max_messages: int = 500
-    batch_max_wait: str = "100ms"
+    batch_max_wait: Duration = Duration("100ms")
     # Partitions of the output and DLQ topics when the service creates them; 0 = as many as the
     # input topic has (keeps per-partition order visible downstream).
     create_partitions: int = 0
     # -1 lets the broker choose (default.replication.factor): right for one broker and for many.
     create_replication_factor: int = -1
     client: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _parse_written(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +122,35 @@ class InputConfig:
 class IndexConfig:
     path: str = "./state"
     max_distance: int = 12
-    segment: str = "1h"
-    retention: str = "72h"
-    future_skew: str = "5m"
+    segment: Duration = Duration("1h")
+    retention: Duration = Duration("72h")
+    future_skew: Duration = Duration("5m")
     expected_articles: int = 1_000_000
-    memory: str = "256MiB"
+    memory: Size = Size("256MiB")
+
+    def __post_init__(self) -> None:
+        _parse_written(self)
+
+
+# The segmenters a fingerprint can be made with (consumer/fingerprint/terms.py).
+ENGINES = ("rjieba", "jieba")
+
+
+def check_fingerprint_options(
+    engine: str, title_weight: float, max_terms: int | None, max_chars: int
+) -> None:
+    """The one check of what shapes a fingerprint, for the configuration as it is read and for
+    code that builds fingerprint options itself (max_terms None or 0: all terms)."""
+    if engine not in ENGINES:
+        raise ConfigError(
+            f"option [fingerprint] engine must be one of {', '.join(ENGINES)}: {engine!r}"
+        )
+    if not title_weight >= 0:  # NaN too
+        raise ConfigError("option [fingerprint] title_weight must be 0 or more")
+    if max_terms is not None and max_terms < 0:
+        raise ConfigError("option [fingerprint] max_terms must be 0 (all) or more")
+    if max_chars < 1:
+        raise ConfigError("option [fingerprint] max_chars must be 1 or more")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +186,16 @@ class MatchConfig:
 @dataclass(frozen=True, slots=True)
 class ServiceConfig:
     workers: int = 0  # fingerprinting processes; 0 = one per core
-    stuck_after: str = "60s"  # /healthz fails when the loop has not turned for this long
-    stop_timeout: str = "8s"  # past this after SIGTERM, exit without finishing the batch
+    # /healthz fails when the loop has not turned for this long.
+    stuck_after: Duration = Duration("60s")
+    # Past this after SIGTERM, exit without finishing the batch.
+    stop_timeout: Duration = Duration("8s")
     # An assigned partition with nothing fetched, not known to be at its end, is waited for
     # this long before the others' articles are decided without it (consumer/stream/eventtime.py).
-    partition_idle: str = "2s"
+    partition_idle: Duration = Duration("2s")
+
+    def __post_init__(self) -> None:
+        _parse_written(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +324,11 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
             return float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"option {name} must be a number, got {value!r}") from None
+    if kind in (Duration, Size):
+        try:
+            return kind(value)
+        except ValueError as e:
+            raise ConfigError(f"option {name}: {e}") from None
     if kind is str:
         if isinstance(value, dict | list):
             raise ConfigError(f"option {name} must be a string, got {value!r}")
@@ -288,10 +364,7 @@ def _validate(config: Config) -> None:
     check(idx.expected_articles > 0, "option [index] expected_articles must be positive")
     check(bool(idx.path.strip()), "option [index] path must not be empty")
     fp = config.fingerprint
-    check(fp.engine in ("rjieba", "jieba"), "option [fingerprint] engine must be rjieba or jieba")
-    check(fp.title_weight >= 0, "option [fingerprint] title_weight must not be negative")
-    check(fp.max_terms >= 0, "option [fingerprint] max_terms must be 0 (all) or more")
-    check(fp.max_chars > 0, "option [fingerprint] max_chars must be positive")
+    check_fingerprint_options(fp.engine, fp.title_weight, fp.max_terms, fp.max_chars)
     m = config.match
     check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
     check(0 <= m.far_min_jaccard <= 1, "option [match] far_min_jaccard must be from 0 to 1")
@@ -330,28 +403,12 @@ def _validate(config: Config) -> None:
         bool(sep) and port.isdigit() and int(port) < 65536,
         "option [metrics] listen must be HOST:PORT",
     )
-    for name, text in (
-        ("[index] segment", idx.segment),
-        ("[index] retention", idx.retention),
-        ("[index] future_skew", idx.future_skew),
-        ("[kafka] batch_max_wait", k.batch_max_wait),
-        ("[service] stuck_after", config.service.stuck_after),
-        ("[service] stop_timeout", config.service.stop_timeout),
-        ("[service] partition_idle", config.service.partition_idle),
-    ):
-        try:
-            parse_duration_ms(text)
-        except ValueError as e:
-            raise ConfigError(f"option {name}: {e}") from None
-    check(parse_duration_ms(idx.segment) > 0, "option [index] segment must be positive")
+    # Durations and sizes were parsed as they were read (_coerce).
+    check(idx.segment.ms > 0, "option [index] segment must be positive")
     check(
-        parse_duration_ms(idx.retention) >= parse_duration_ms(idx.segment),
+        idx.retention.ms >= idx.segment.ms,
         "option [index] retention must be at least one segment",
     )
-    try:
-        parse_size_bytes(idx.memory)
-    except ValueError as e:
-        raise ConfigError(f"option [index] memory: {e}") from None
 
 
 def _suggest(word: str, choices: Mapping[str, Any]) -> str:

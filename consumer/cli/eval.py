@@ -108,7 +108,7 @@ def _baselines(value: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `newsdedup --help` and the service never need the eval extra.
-    from consumer.config import load_config, parse_duration_ms
+    from consumer.config import load_config
     from consumer.evaluation import check, report, through_kafka, truth
     from consumer.evaluation.baselines import BASELINES
     from consumer.evaluation.feed import CORPUS_KIND, build_feed
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     similarity = truth.Truth(feed.texts())
     scores = [score(r, feed.pairs, similarity) for r in runs]
     # newsdedup forgets articles older than its window by design; the baselines never do.
-    window_ms = parse_duration_ms(load_config(args.config).index.retention)
+    window_ms = load_config(args.config).index.retention.ms
     published = {a.id: a.published_at for a in feed.articles}
     in_window = [
         p

@@ -14,12 +14,13 @@ from itertools import accumulate, chain, pairwise
 import mmh3
 import numpy as np
 
+from consumer.config import check_fingerprint_options
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.fingerprint.idf import load_idf
 from consumer.fingerprint.kernel import load_kernel
 from consumer.fingerprint.normalize import Normalizer
 from consumer.fingerprint.sketch import sketch, verification_data
-from consumer.fingerprint.terms import ENGINES, TermExtractor, hash_terms
+from consumer.fingerprint.terms import TermExtractor, hash_terms
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
 # sum: a float sum's rounding depends on the order of addition (and on the BLAS build), which
@@ -51,16 +52,10 @@ class FingerprintOptions:
     convert_traditional: bool = True
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ConfigError(
-                f"option [fingerprint] engine must be one of {', '.join(ENGINES)}: {self.engine!r}"
-            )
-        if not self.title_weight >= 0:
-            raise ConfigError("option [fingerprint] title_weight must be 0 or more")
-        if self.max_terms is not None and self.max_terms < 1:
+        # None is all terms here; 0 would keep none, which the configuration's 0 never means.
+        if self.max_terms == 0:
             raise ConfigError("option [fingerprint] max_terms must be 1 or more (or unset: all)")
-        if self.max_chars < 1:
-            raise ConfigError("option [fingerprint] max_chars must be 1 or more")
+        check_fingerprint_options(self.engine, self.title_weight, self.max_terms, self.max_chars)
 
 
 @dataclass(frozen=True, slots=True)

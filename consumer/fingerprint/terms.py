@@ -17,10 +17,9 @@ from importlib import resources
 import mmh3
 import numpy as np
 
+from consumer.config import ENGINES
 from consumer.errors import ConfigError
 from consumer.fingerprint.tablecache import cached, unicode_version
-
-ENGINES = ("rjieba", "jieba")
 
 Segmenter = Callable[[str], list[str]]
 

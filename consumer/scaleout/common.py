@@ -16,7 +16,7 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumer.config import Config, parse_duration_ms
+from consumer.config import Config
 from consumer.ops.logs import log_event
 from consumer.stream.clients import (
     TopicError,
@@ -58,7 +58,7 @@ def ensure_scaleout_topics(admin: AdminClient, config: Config) -> int:
     """Create the internal and changelog topics when missing; returns their partition count,
     which must be the same for both (a domain's changelog partition is its internal one)."""
     so, kafka = config.scaleout, config.kafka
-    retention = parse_duration_ms(config.index.retention) + _CHANGELOG_EXTRA_RETENTION_MS
+    retention = config.index.retention.ms + _CHANGELOG_EXTRA_RETENTION_MS
     wanted = {
         so.internal_topic: {},
         so.changelog_topic: {

@@ -26,7 +26,7 @@ from functools import partial
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from consumer.config import Config, parse_duration_ms
+from consumer.config import Config
 from consumer.deciding.decision import Decision
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, match_rules
 from consumer.ops.logs import log_event
@@ -197,7 +197,7 @@ class DecideStage:
         # Event-time order inside each owned internal partition (scaleout/sequencing.py); one
         # queue per feed partition, whose count is learnt at start.
         self.sequencer = Sequencer(
-            parse_duration_ms(self.config.service.partition_idle),
+            self.config.service.partition_idle.ms,
             1,
             max_queued=self.full_config.scaleout.reorder_buffer,
         )

@@ -24,7 +24,7 @@ from confluent_kafka import (
 )
 from confluent_kafka import Message as KafkaMessage
 
-from consumer.config import Config, parse_duration_ms
+from consumer.config import Config
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Source
 from consumer.deciding.rules import match_rules
@@ -95,7 +95,7 @@ def replay_feed(
             pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
             # In the service's order: the same event-time order over the same partitions.
             order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
-                parse_duration_ms(config.service.partition_idle)
+                config.service.partition_idle.ms
             )
             order.assign([p.partition for p in plan], start_ms=store.watermark_ms())
             for p in plan:

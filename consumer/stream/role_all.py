@@ -17,7 +17,6 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from consumer.config import parse_duration_ms
 from consumer.deciding.article import Analyzed
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
@@ -58,7 +57,7 @@ class AllStage:
         self.config = runtime.config
         # Polled messages wait here to be decided in event-time order (stream/eventtime.py).
         self._order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
-            parse_duration_ms(self.config.service.partition_idle)
+            self.config.service.partition_idle.ms
         )
         self._max_queued = _QUEUED_BATCHES * self.config.kafka.batch_max_messages
         self._paused: set[int] = set()

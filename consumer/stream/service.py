@@ -26,7 +26,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from consumer.config import Config, parse_duration_ms
+from consumer.config import Config
 from consumer.deciding.decision import Source
 from consumer.errors import NewsdedupError
 from consumer.ops.health import HealthServer, HealthState
@@ -77,9 +77,7 @@ class Service:
         self.config = config  # the role's own view (scaleout/common.py role_config)
         self.role = role
         self.metrics = metrics or Metrics()
-        self.health = HealthState(
-            stuck_after_s=parse_duration_ms(config.service.stuck_after) / 1000
-        )
+        self.health = HealthState(stuck_after_s=config.service.stuck_after.seconds)
         self._stop = threading.Event()
         self._fatal: str | None = None
         self._last_error_log: dict[int, float] = {}
@@ -116,7 +114,7 @@ class Service:
         if self._stop.is_set():
             return
         self._stop.set()
-        timeout_s = parse_duration_ms(self.config.service.stop_timeout) / 1000
+        timeout_s = self.config.service.stop_timeout.seconds
         timer = threading.Timer(timeout_s, self._abandon_stop, args=(timeout_s,))
         timer.daemon = True
         timer.start()
@@ -275,7 +273,7 @@ class Service:
     def _loop(self, consumer: Consumer, checkpoint: Checkpoint) -> None:
         """Poll and hand the records to the stage; make durable what it releases; repeat."""
         max_messages = self.config.kafka.batch_max_messages
-        wait_s = parse_duration_ms(self.config.kafka.batch_max_wait) / 1000
+        wait_s = self.config.kafka.batch_max_wait.seconds
         backoff = 0.0
         while not self._stop.is_set():
             self.health.turn()

@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from consumer.config import IndexConfig, parse_duration_ms, parse_size_bytes
+from consumer.config import IndexConfig
 from consumer.ops.logs import log_event
 from indexstore import IndexCorruptError, IndexOptions, IndexStore
 
@@ -20,11 +20,11 @@ STATE_DIR_MODE = 0o700
 def index_options(config: IndexConfig) -> IndexOptions:
     return IndexOptions(
         max_distance=config.max_distance,
-        segment_ms=parse_duration_ms(config.segment),
-        retention_ms=parse_duration_ms(config.retention),
-        future_skew_ms=parse_duration_ms(config.future_skew),
+        segment_ms=config.segment.ms,
+        retention_ms=config.retention.ms,
+        future_skew_ms=config.future_skew.ms,
         expected_articles=config.expected_articles,
-        memory_bytes=parse_size_bytes(config.memory),
+        memory_bytes=config.memory.bytes,
     )
 
 
