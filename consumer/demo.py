@@ -37,6 +37,13 @@ def say(text: str) -> None:
 
 
 def main() -> int:
+    if not (REPO / "scripts" / "kafka-local").exists():
+        print(
+            "demo: needs a source checkout of newsdedup (it starts a broker with "
+            "scripts/kafka-local); run `make demo` there",
+            file=sys.stderr,
+        )
+        return 2
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir()
