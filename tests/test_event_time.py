@@ -335,8 +335,9 @@ def test_scaleout_roles_keep_originals_unique_across_fingerprint_instances(
     assert not wrong, f"{len(wrong)} wrong, e.g. {wrong[:3]}"
 
 
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
 def test_scaleout_replay_with_undated_articles_flags_what_check_flags(
-    kafka_bootstrap, new_topic, tmp_path
+    kafka_bootstrap, new_topic, tmp_path, delivery
 ):
     """The fingerprint instances race through a backlog at their own paces, so one feed
     partition's records reach an internal partition long after another's: the decide role
@@ -352,7 +353,7 @@ def test_scaleout_replay_with_undated_articles_flags_what_check_flags(
         new_topic,
         tmp_path,
         replayed,
-        delivery="exactly_once",
+        delivery=delivery,
         kill_midway=True,
         index_retention="72h",
         index_segment="1h",
