@@ -47,7 +47,7 @@ from consumer.stream.checkpoint import Delivered, Outputs, Record
 from consumer.stream.clients import consumer_config, ensure_output_topics, topic_partitions
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.service import Service
-from consumer.stream.stage import Runtime, Work, count_decisions
+from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
@@ -214,10 +214,9 @@ class DecideStage:
     @contextmanager
     def resources(self) -> Iterator[None]:
         try:
-            self.runtime.health.index_open = True
-            yield
+            with serving(self.runtime, None):
+                yield
         finally:
-            self.runtime.health.index_open = False
             self.stores.close()
             if self._feed_watch is not None:
                 self._feed_watch.close()

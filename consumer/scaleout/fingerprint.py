@@ -30,7 +30,7 @@ from consumer.stream.clients import ensure_output_topics
 from consumer.stream.parsing import Invalid, InvalidReason
 from consumer.stream.pipeline import Message, Rejection
 from consumer.stream.service import Service
-from consumer.stream.stage import Runtime, Work, next_offsets
+from consumer.stream.stage import Runtime, Work, next_offsets, serving
 from consumer.stream.workers import Analyzer
 
 log = logging.getLogger("newsdedup.roles.fingerprint")
@@ -85,15 +85,12 @@ class FingerprintStage:
     @contextmanager
     def resources(self) -> Iterator[None]:
         config = self.config
-        with Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer:
-            self.runtime.analyzer = analyzer
-            # No index in this role: readiness waits only for the broker and an assignment.
-            self.runtime.health.index_open = True
-            try:
-                yield
-            finally:
-                self.runtime.health.index_open = False
-                self.runtime.analyzer = None
+        # No index in this role: readiness waits only for the broker and an assignment.
+        with (
+            Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer,
+            serving(self.runtime, analyzer),
+        ):
+            yield
 
     def ensure_topics(self, admin: AdminClient, input_partitions: int) -> None:
         self.internal_partitions = ensure_scaleout_topics(admin, self.runtime.full_config)

@@ -26,7 +26,7 @@ from consumer.stream.clients import ensure_output_topics
 from consumer.stream.eventtime import EventTimeOrder, time_of
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
-from consumer.stream.stage import Runtime, Work, count_decisions, next_offsets
+from consumer.stream.stage import Runtime, Work, count_decisions, next_offsets, serving
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
@@ -79,16 +79,11 @@ class AllStage:
             Analyzer(config.input, config.fingerprint, config.service.workers) as analyzer,
             open_index(config.index) as store,
         ):
-            self.runtime.analyzer = analyzer
             self._store = store
             self._pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
-            self.runtime.health.index_open = True
             self._refresh_index_stats(store)
-            try:
+            with serving(self.runtime, analyzer):
                 yield
-            finally:
-                self.runtime.health.index_open = False
-                self.runtime.analyzer = None
 
     def ensure_topics(self, admin: AdminClient, input_partitions: int) -> None:
         self._input_partitions = input_partitions

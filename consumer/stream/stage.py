@@ -12,8 +12,8 @@ and lets it follow its partitions (`assigned`, `released`) and tidy up between p
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -93,6 +93,20 @@ class Stage(Protocol):
         ...
 
     def housekeeping(self) -> None: ...
+
+
+@contextmanager
+def serving(runtime: Runtime, analyzer: Analyzer | None) -> Iterator[None]:
+    """While the block runs the stage is ready as far as it goes (its index open, or none
+    needed), and its worker pool is known to the service, which must end it should a stop
+    give up."""
+    runtime.analyzer = analyzer
+    runtime.health.index_open = True
+    try:
+        yield
+    finally:
+        runtime.health.index_open = False
+        runtime.analyzer = None
 
 
 def next_offsets(messages: Iterable[Message]) -> list[TopicPartition]:
