@@ -89,7 +89,7 @@ demo: venv
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or
 # anchor, a page missing from nav, or a configuration table that drifted from
-# config/newsdedup.toml. make test builds it too (tests/test_docs_site.py).
+# config/newsdedup.toml. make test builds it too (tests/project/test_docs_site.py).
 docs: venv
 	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 	@echo "the site is in site/; open site/index.html"

@@ -7,6 +7,7 @@ import random
 import time
 
 import pytest
+from feeds import corpus_feed
 from service_support import (
     ServiceProcess,
     Topics,
@@ -17,7 +18,6 @@ from service_support import (
 )
 
 from consumer.config import IndexConfig
-from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.stream.state import index_options
 from indexstore import IndexStore
 
@@ -25,18 +25,6 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 CRASH_ARTICLES = 20_000
 KILLS = 5
-
-
-def corpus_feed(n: int) -> list[dict]:
-    """Real articles: most of the CCTV corpus (short, many look-alikes), topped up with Reuters."""
-    feed: list[dict] = []
-    for name in ("zh_cctv_xwlb_2022_2026.jsonl.gz", "en_reuters21578.jsonl.gz"):
-        for a in iter_jsonl(shared_data_dir() / name):
-            if (a.get("title") or "").strip() or (a.get("content") or "").strip():
-                feed.append({k: a.get(k) for k in ("id", "title", "content", "published_at")})
-            if len(feed) >= n:
-                return feed
-    return feed
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from feeds import corpus_feed
+from roles import RoleProcess, scaleout_options
 from service_support import (
     NEWSDEDUP,
     ServiceProcess,
@@ -20,8 +22,6 @@ from service_support import (
     read_all,
     wait_until,
 )
-from test_scaleout import RoleProcess, scaleout_options
-from test_service_faults import corpus_feed
 
 from consumer.bench.scaleout import _produce_changes
 from consumer.config import IndexConfig

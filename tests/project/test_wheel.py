@@ -19,7 +19,7 @@ import pytest
 
 from consumer import __version__
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEV_NEWSDEDUP = Path(sys.executable).parent / "newsdedup"
 TOOLCHAIN = ("cargo", "rustc")
 WARNING = "newsdedup: warning: "

@@ -11,7 +11,7 @@ from pathlib import Path
 from consumer import cli
 from consumer.corpus import shared_data_dir
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "decision-frontier"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "decision-frontier"
 
 
 def test_frontier_reproduces_the_whole_feed_run_of_eval(capsys) -> None:

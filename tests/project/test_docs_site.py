@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE_NAME = "newsdedup"
 sys.path.insert(0, str(REPO_ROOT / "docs"))
 import hooks  # noqa: E402  (docs/hooks.py: the generators and the configuration check)

@@ -29,7 +29,7 @@ from consumer.stream.pipeline import Message, Pipeline, Rejection
 from consumer.stream.workers import Analyzer
 from indexstore import IndexOptions, IndexStore
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DECISION_SCHEMA = json.loads((REPO / "config/schemas/decision.schema.json").read_text())
 KAFKA_TS = 1_700_000_000_000
 # Far above what a message costs (milliseconds; a 1 MB message ~0.1 s): a hang, not a slow path.
@@ -175,7 +175,7 @@ def test_coverage_guided_fuzzing_finds_no_crash(tmp_path, record_fuzz_inputs):
     result = subprocess.run(
         [
             sys.executable,
-            str(REPO / "tests" / "fuzz_messages.py"),
+            str(REPO / "tests" / "support" / "fuzz_messages.py"),
             str(tmp_path / "state"),
             f"-max_total_time={FUZZ_SECONDS}",
             "-timeout=20",  # seconds for one input

@@ -10,6 +10,7 @@ import socket
 import time
 
 import pytest
+from feeds import corpus_feed
 from service_support import (
     ServiceProcess,
     Topics,
@@ -20,7 +21,6 @@ from service_support import (
     read_all,
     wait_until,
 )
-from test_service_faults import corpus_feed
 
 from consumer.stream.clients import group_instance_id
 

@@ -28,7 +28,7 @@ from consumer.ops.logs import log_event, setup_logging
 from consumer.ops.metrics import Metrics
 from consumer.samplefeed import generate_feed
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO_ROOT / "config" / "grafana" / "dashboards" / "newsdedup.json"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 # Grafana's variables, made concrete for a test that lasts seconds: 15 scrapes per rate window.

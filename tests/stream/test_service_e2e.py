@@ -11,30 +11,19 @@ from pathlib import Path
 import jsonschema
 import opencc
 import pytest
+from feeds import real_articles, records_by_id
 from service_support import ServiceProcess, Topics, committed_offsets, produce, read_all
-
-from consumer.corpus import iter_jsonl, shared_data_dir
 
 pytestmark = pytest.mark.kafka
 
 SCHEMA = json.loads(
-    (Path(__file__).resolve().parent.parent / "config/schemas/decision.schema.json").read_text()
+    (Path(__file__).resolve().parents[2] / "config/schemas/decision.schema.json").read_text()
 )
 
 
 @pytest.fixture
 def topics(new_topic) -> Topics:
     return Topics(new_topic("in"), new_topic("out"), new_topic("dlq"))
-
-
-def real_articles(name: str, n: int) -> list[dict]:
-    articles = []
-    for a in iter_jsonl(shared_data_dir() / name):
-        if len(a.get("content") or "") >= 300:
-            articles.append({k: a[k] for k in ("id", "title", "content", "published_at")})
-        if len(articles) >= n:
-            break
-    return articles
 
 
 def with_edited_copies(articles: list[dict]) -> tuple[list[dict], dict[str, str], dict[str, str]]:
@@ -68,15 +57,6 @@ def with_edited_copies(articles: list[dict]) -> tuple[list[dict], dict[str, str]
     return articles + copies, exact, near
 
 
-def decisions_by_id(records) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for r in records:
-        d = r.json()
-        assert r.key == d["id"].encode()
-        out.setdefault(d["id"], []).append(d)
-    return out
-
-
 def test_real_articles_one_decision_each_duplicates_found(kafka_bootstrap, topics, tmp_path):
     feed, exact, near = with_edited_copies(real_articles("zh_cctv_xwlb_2022_2026.jsonl.gz", 1500))
     produce(kafka_bootstrap, topics.input, feed)
@@ -87,7 +67,7 @@ def test_real_articles_one_decision_each_duplicates_found(kafka_bootstrap, topic
             kafka_bootstrap, topics.output, expected=len(feed), timeout=240, service=service
         )
         assert service.stop() == 0
-    by_id = decisions_by_id(records)
+    by_id = records_by_id(records)
     assert set(by_id) == {a["id"] for a in feed}
     assert all(len(v) == 1 for v in by_id.values()), "an article was decided twice"
     decided = {k: v[0] for k, v in by_id.items()}

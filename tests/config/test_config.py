@@ -8,7 +8,7 @@ import pytest
 from consumer.config import as_toml_defaults, load_config, parse_duration_ms, parse_size_bytes
 from consumer.errors import ConfigError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_shipped_toml_documents_exactly_the_builtin_defaults():

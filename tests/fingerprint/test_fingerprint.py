@@ -34,7 +34,7 @@ from consumer.fingerprint.terms import hash_terms
 from consumer.stream.parsing import InvalidReason
 from consumer.stream.workers import _Worker, fingerprint_options
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _articles(name: str, n: int, min_chars: int = 0) -> list[dict]:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from service_support import NEWSDEDUP, ServiceProcess, Topics, produce, read_all, wait_until
-from test_service_e2e import decisions_by_id, real_articles
+from feeds import real_articles, records_by_id
+from roles import RoleProcess, scaleout_options
+from service_support import Topics, produce, read_all, wait_until
 
 from consumer.bench.scaleout import _produce_changes
 from consumer.config import FingerprintConfig, IndexConfig, InputConfig
@@ -32,45 +32,9 @@ FEED_PARTITIONS = 6
 SUFFIX = "\n（本文来源：示例晚报，编辑：测试）"
 
 
-class RoleProcess(ServiceProcess):
-    """A `newsdedup run --role ROLE` subprocess."""
-
-    def __init__(self, role: str, *args: object, **kwargs: str) -> None:
-        super().__init__(*args, **kwargs)
-        self.role = role
-
-    def start(self) -> RoleProcess:
-        log = self.log_path.open("a")
-        self.process = subprocess.Popen(
-            [NEWSDEDUP, "run", "--role", self.role],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        return self
-
-
 @pytest.fixture
 def topics(new_topic) -> Topics:
     return Topics(new_topic("in", FEED_PARTITIONS), new_topic("out"), new_topic("dlq"))
-
-
-def scaleout_options(**more: str) -> dict[str, str]:
-    tag = uuid.uuid4().hex[:8]
-    return {
-        "scaleout_internal_topic": f"internal-{tag}",
-        "scaleout_changelog_topic": f"changelog-{tag}",
-        "scaleout_partitions": "6",
-        # A dead member's partitions move after this; librdkafka's default is 45 s.
-        "kafka_client_session_timeout_ms": "6000",
-        # A killed transactional producer's open transaction blocks read_committed readers
-        # until the coordinator aborts it.
-        "kafka_client_transaction_timeout_ms": "10000",
-        "kafka_batch_max_messages": "50",
-        "log_format": "json",
-        **more,
-    }
 
 
 def copies_of(originals: list[dict]) -> tuple[list[dict], dict[str, str]]:
@@ -134,7 +98,7 @@ def _json(article: dict) -> bytes:
 
 
 def decided_once(records) -> dict[str, dict]:
-    by_id = decisions_by_id(records)
+    by_id = records_by_id(records)
     doubled = {k: len(v) for k, v in by_id.items() if len(v) != 1}
     assert not doubled, f"articles decided more than once: {doubled}"
     return {k: v[0] for k, v in by_id.items()}
@@ -279,7 +243,7 @@ def test_killed_decide_owner_with_lost_disk_is_replaced_from_the_changelog(
     else:
         # At-least-once may repeat a decision after the kill, but always the same one.
         decided = {}
-        for article_id, ds in decisions_by_id(records).items():
+        for article_id, ds in records_by_id(records).items():
             assert all(_verdict(d) == _verdict(ds[0]) for d in ds), ds
             decided[article_id] = ds[0]
     assert set(decided) == {a["id"] for a in originals + copies}

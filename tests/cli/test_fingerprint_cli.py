@@ -12,7 +12,7 @@ import pytest
 from consumer.corpus import shared_data_dir
 from consumer.fingerprint.fingerprinter import Fingerprinter, FingerprintOptions
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HKCNEWS = shared_data_dir() / "zh_hkcnews_2017_2022.jsonl.gz"
 
 ARTICLES = [

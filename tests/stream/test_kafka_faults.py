@@ -202,7 +202,7 @@ def test_sigterm_while_the_broker_is_gone_exits_promptly_and_loses_nothing(kafka
     """The broker goes away mid-feed and the service is told to stop: it exits within
     [service] stop_timeout and a few seconds (0: finished; 3: gave up on the batch in hand),
     and after both come back every article has exactly one committed decision."""
-    from test_service_faults import corpus_feed
+    from feeds import corpus_feed
 
     bootstrap = kafka_local.start()
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -8,7 +8,7 @@ import pytest
 
 from consumer.deciding.decision import Decision, DecisionKind, Source
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "config" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "config" / "schemas"
 
 
 def schema(name):

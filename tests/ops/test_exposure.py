@@ -21,7 +21,7 @@ from consumer.scaleout.domains import DomainStores
 from consumer.stream.clients import redact
 from consumer.stream.state import open_index
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TCP_LISTEN = "0A"
 UNIX_ACCEPTING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix
 

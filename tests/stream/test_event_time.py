@@ -266,7 +266,7 @@ def _run_scaleout_backlog(
     """The feed decided by three fingerprint instances and one decide instance, which is
     SIGKILLed and started again when a third is decided (`kill_midway`); every record of the
     output topic, checked for doubles under exactly_once."""
-    from test_scaleout import RoleProcess, scaleout_options
+    from roles import RoleProcess, scaleout_options
 
     topics = Topics(new_topic("in", partitions=PARTITIONS), new_topic("out"), new_topic("dlq"))
     _produce_spread(bootstrap, topics.input, feed, seed=seed)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "import-layers"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "import-layers"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -39,7 +39,7 @@ with atheris.instrument_imports():
 
 SCHEMA_REQUIRED = set(
     json.loads(
-        (Path(__file__).resolve().parent.parent / "config/schemas/decision.schema.json").read_text()
+        (Path(__file__).resolve().parents[2] / "config/schemas/decision.schema.json").read_text()
     )["required"]
 )
 KAFKA_TS = 1_700_000_000_000
