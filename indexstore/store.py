@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import struct
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +25,6 @@ from indexstore.errors import (
     IndexLockedError,
     IndexStateError,
     IndexStoreError,
-    IndexWriteError,
 )
 from indexstore.layout import Layout, choose_layout
 from indexstore.model import (
@@ -39,6 +36,8 @@ from indexstore.model import (
     SearchResult,
     SegmentStats,
 )
+from indexstore.rocksdb_errors import RocksDBErrors, index_error
+from indexstore.rocksdb_options import rocksdb_options
 from indexstore.tables import Hits, SearchTables
 
 # A segment's blobs (one per commit that touched it) are merged into one when there are more
@@ -59,48 +58,6 @@ MAX_HITS_PER_QUERY = 256
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _rocksdb_options(memory_bytes: int) -> rocksdict.Options:
-    """One memory budget: memtables are charged to the block cache, so both stay within it."""
-    opts = rocksdict.Options(raw_mode=True)
-    opts.create_if_missing(True)
-    opts.create_missing_column_families(True)
-    cache = rocksdict.Cache(memory_bytes)
-    table = rocksdict.BlockBasedOptions()
-    table.set_block_cache(cache)
-    table.set_bloom_filter(10, False)
-    table.set_cache_index_and_filter_blocks(True)
-    opts.set_block_based_table_factory(table)
-    opts.set_write_buffer_manager(
-        rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
-            memory_bytes // 2, False, cache
-        )
-    )
-    # Small memtables: a memtable's memory is held until it is flushed, so large ones made
-    # the resident size climb for many minutes under a slow feed (32 MiB each before; 8 MiB
-    # flushes every ~2 s at 30,000 articles/s, and every couple of minutes at 150/s).
-    opts.set_write_buffer_size(min(max(memory_bytes // 32, 1 << 20), 8 << 20))
-    opts.set_compression_type(rocksdict.DBCompressionType.lz4())
-    opts.set_max_background_jobs(2)
-    # Each column family's memtable keeps every write-ahead log since its last flush. The
-    # small state family (positions, watermark) never fills its memtable, so without a cap
-    # the logs were never deleted: 2.5 MiB a minute at 150 articles/s in a 20-minute soak,
-    # with a 5-minute window. Past the cap, RocksDB flushes the families that hold the
-    # oldest log and deletes it. A sixteenth of the budget (16 MiB by default) flushes every
-    # few minutes at that rate and every few seconds at thousands of articles a second.
-    opts.set_max_total_wal_size(max(memory_bytes // 16, 4 << 20))
-    # RocksDB's own info log (LOG) is rolled and bounded too: column families come and go
-    # with segments, and each adds pages to it.
-    opts.set_max_log_file_size(4 << 20)
-    opts.set_keep_log_file_num(3)
-    # RocksDB's default (point in time) recovers a write-ahead log only up to its first damaged
-    # record and drops the batches after it without a word, though their decisions may be
-    # published and their offsets committed: later duplicates of those articles would be
-    # missed. This mode still accepts a torn last record (a power loss mid-write) but refuses a
-    # damaged one before it, which then asks for a rebuild.
-    opts.set_wal_recovery_mode(rocksdict.DBRecoveryMode.tolerate_corrupted_tail_records())
-    return opts
 
 
 class _Group:
@@ -157,7 +114,7 @@ class IndexStore:
         self._read_only = read_only
         self._batch: Batch | None = None
         self._closed = True
-        self._errors = _RocksDBErrors(self._path)
+        self._errors = RocksDBErrors(self._path)
         self._db = self._open_db(self._path, options, read_only)
         try:
             with self._errors:
@@ -185,7 +142,7 @@ class IndexStore:
             raise IndexFormatError(
                 f"{path} is not empty and holds no index; point the index at an empty directory"
             )
-        opts = _rocksdb_options(options.memory_bytes)
+        opts = rocksdb_options(options.memory_bytes)
         self._rocksdb_opts = opts  # shared by every column family: one cache, one budget
         try:
             names = rocksdict.Rdict.list_cf(str(path)) if exists else ["default"]
@@ -201,7 +158,7 @@ class IndexStore:
                     f"the index in {path} is in use by another process (RocksDB LOCK is held); "
                     "stop that process or use another state directory"
                 ) from e
-            error = _index_error(path, e)
+            error = index_error(path, e)
             if error is None:
                 raise IndexStoreError(f"cannot open the index in {path}: {e}") from e
             raise error from e
@@ -1202,73 +1159,3 @@ def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:
     rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
     keep = np.sort(order[rank < limit])
     return Hits(hits.query[keep], hits.row[keep], hits.distance[keep])
-
-
-class _RocksDBErrors:
-    """`with store._errors:` turns what RocksDB raises (plain Exceptions carrying its status
-    text) and stored bytes that do not decode into the index's own errors, which name the
-    directory and what to do. Other exceptions pass unchanged."""
-
-    __slots__ = ("failed", "path")
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        # Whether an error was translated. Not the error itself: its traceback holds frames
-        # whose column family handles would keep the database, and its lock, alive.
-        self.failed = False
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            return
-        if isinstance(exc, IndexCorruptError) and exc.path is None:
-            error: IndexStoreError | None = IndexCorruptError(exc.detail, self.path)
-        else:
-            error = _index_error(self.path, exc)
-        if error is None:
-            return
-        self.failed = True
-        try:
-            raise error from exc
-        finally:
-            # This frame would hold the error that holds this frame: a cycle that keeps the
-            # failed call's column family handles, and so the database's lock, until the
-            # garbage collector runs; a reopen in this process would find the lock held.
-            del error, exc, tb
-
-
-def _index_error(path: Path, e: BaseException) -> IndexStoreError | None:
-    """The index's error for what RocksDB (or decoding its bytes) raised, or None when `e`
-    came from elsewhere."""
-    # Only decoding errors: a bad argument (an id that cannot be encoded) is the caller's.
-    if isinstance(e, struct.error | UnicodeDecodeError):
-        return IndexCorruptError(f"a stored value does not decode: {e}", path)
-    if type(e) is not Exception:  # rocksdict raises exactly Exception; anything else is ours
-        return None
-    detail = " ".join(str(e).split())  # RocksDB's messages span lines; errors are one line
-    if "Corruption" in detail:
-        return IndexCorruptError(f"RocksDB: {detail}", path)
-    if "No space left on device" in detail or "NoSpace" in detail:
-        try:
-            free = f"{shutil.disk_usage(path).free:,} bytes free"
-        except OSError:
-            free = "free space unknown"
-        return IndexWriteError(
-            f"the index in {path} cannot be written: its filesystem is full ({free}; RocksDB: "
-            f"{detail}). Nothing of the refused write is in the index: free space there, then "
-            "reopen the index (restart the service); it continues from its last committed batch"
-        )
-    if "IO error" in detail:
-        return IndexWriteError(
-            f"RocksDB failed to read or write the index in {path} (RocksDB: {detail}); check "
-            "the disk and the directory's permissions, then reopen the index (restart the "
-            "service): it continues from its last committed batch"
-        )
-    return IndexStoreError(f"RocksDB failed on the index in {path}: {detail}")
