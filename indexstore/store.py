@@ -13,12 +13,23 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 import numpy as np
 import rocksdict
 
+from indexstore import bulk, snapshot
 from indexstore import encoding as enc
-from indexstore import snapshot
+from indexstore.commit import (
+    Commit,
+    DeadRecord,
+    DeadRow,
+    RecordWrite,
+    SegmentRows,
+    Stored,
+    StoredBytes,
+    TableRows,
+)
 from indexstore.errors import (
     IndexCorruptError,
     IndexFormatError,
@@ -69,6 +80,14 @@ class _Group:
         self.id = group_id
         self.cf = cf
         self.handle = handle
+
+
+class _Generation(NamedTuple):
+    """The column family of an article generation."""
+
+    id: int
+    cf: rocksdict.Rdict
+    handle: object
 
 
 class _Segment:
@@ -199,7 +218,7 @@ class IndexStore:
         del it
         self._segments: dict[int, _Segment] = {}
         self._groups: dict[int, _Group] = {}
-        self._generations: dict[int, tuple[rocksdict.Rdict, object]] = {}
+        self._generations: dict[int, _Generation] = {}
         self._tables = SearchTables(self._layout)
         fps, segs, seqs = [], [], []
         for name in rocksdict.Rdict.list_cf(str(self._path)):
@@ -210,7 +229,7 @@ class IndexStore:
             cf = self._db.get_column_family(name)
             handle = self._db.get_column_family_handle(name)
             if kind == "articles":
-                self._generations[number] = (cf, handle)
+                self._generations[number] = _Generation(number, cf, handle)
                 continue
             group = self._groups[number] = _Group(number, cf, handle)
             it = cf.iter()
@@ -313,7 +332,7 @@ class IndexStore:
         so `block_cache` includes `memtables`; both stay within `memory_bytes`."""
         self._check_open()
         families = [self._db, *(g.cf for g in self._groups.values())]
-        families += [cf for cf, _ in self._generations.values()]
+        families += [generation.cf for generation in self._generations.values()]
 
         def total(name: str) -> int:
             return sum(f.property_int_value(name) or 0 for f in families)
@@ -450,121 +469,30 @@ class IndexStore:
         self._check_writable()
         if self._batch is not None:
             raise IndexStateError("bulk_put() while a batch is open: commit or abort it first")
-        _validate_columns(columns)
-        cols = tuple(getattr(columns, f.name) for f in dataclasses.fields(columns))
-        ids = list(columns.article_id)
-        # Ids in order of first appearance; each with the index of its last record.
-        last = dict(zip(ids, range(len(ids)), strict=True))
-        committed = self._read_raw(list(last))
-        limit = self._clock() + self._options.future_skew_ms
-        times = np.minimum(np.array(columns.event_time_ms, dtype=np.int64), limit)
-        if skip_unchanged:
-            keep = _changed(cols, times, committed)
-            if len(keep) < len(ids):
-                cols = tuple([column[i] for i in keep] for column in cols)
-                ids = [ids[i] for i in keep]
-                times = times[keep]
-                last = dict(zip(ids, range(len(ids)), strict=True))
-        n = len(ids)
-        keys = [a.encode() for a in ids]
-        if not n:
-            if positions:
-                self._write({}, None, [], [], [], positions, self._watermark, self._next_seq)
-            return 0
-        seg_ms, gen_ms = self._meta.segment_ms, self._meta.generation_ms
-        retention = self._options.retention_ms
-        # The watermark each record meets is the greatest time before it: a late record is
-        # older than that minus the window, so it never moves the watermark either.
-        before = np.empty(n, dtype=np.int64)
-        before[1:] = np.maximum.accumulate(times[:-1])
-        known = np.ones(n, dtype=bool)
-        if self._watermark is None:
-            known[0] = False
-            before[0] = times[0]
-        else:
-            before[0] = self._watermark
-            np.maximum(before, self._watermark, out=before)
-        start = before - retention
-        late = known & (times < start)
-        gens = np.where(known, np.maximum(times, start), times) // gen_ms
-        searchable = ~late
-        seqs = self._next_seq + np.cumsum(searchable, dtype=np.int64) - 1
-        final = np.fromiter(last.values(), dtype=np.int64, count=len(last))
-        written = np.zeros(n, dtype=bool)
-        written[final] = True
-        new_rows = np.flatnonzero(written & searchable)
-        fps = np.array(cols[1], dtype=np.uint64)
-        row_segs = times[new_rows] // seg_ms
-        row_seqs = seqs[new_rows].astype(np.uint64)
-        order = np.argsort(row_segs, kind="stable")
-        bounds = np.flatnonzero(np.diff(row_segs[order])) + 1
-        rows = {}
-        for part in np.split(order, bounds) if len(order) else []:
-            at = new_rows[part]
-            rows[int(row_segs[part[0]])] = (
-                fps[at],
-                row_seqs[part],
-                [keys[i] for i in at.tolist()],
-            )
-        added = (fps[new_rows], row_segs, row_seqs)
-        dead_rows = []
-        dead_records = []
-        for article_id, (raw, gen) in committed.items():
-            if article_id not in last:
-                continue
-            with self._errors:
-                event_time, seq = enc.record_row(raw)
-            if seq is not None:
-                dead_rows.append((event_time // seg_ms, seq))
-            dead_records.append((gen, article_id.encode()))
-        picked = final.tolist()
-        final_seqs = [
-            None if is_late else seq
-            for is_late, seq in zip(late[final].tolist(), seqs[final].tolist(), strict=True)
-        ]
-        # Usually no id repeats within a chunk: every record is written, nothing to pick.
-        repeats = len(picked) < n
-        values = enc.encode_records(
-            tuple([column[i] for i in picked] for column in cols) if repeats else cols,
-            times[final].tolist(),
-            final_seqs,
+        bulk.validate_columns(columns)
+        committed = self._read_raw(list(dict.fromkeys(columns.article_id)))
+        state = bulk.IndexState(
+            segment_ms=self._meta.segment_ms,
+            generation_ms=self._meta.generation_ms,
+            retention_ms=self._options.retention_ms,
+            watermark=self._watermark,
+            next_seq=self._next_seq,
+            time_limit=self._clock() + self._options.future_skew_ms,
         )
-        records = [
-            (keys[i], value, gen)
-            for i, value, gen in zip(picked, values, gens[final].tolist(), strict=True)
-        ]
-        watermark = int(times.max())
-        if self._watermark is not None:
-            watermark = max(watermark, self._watermark)
-        self._write(
-            rows,
-            added,
-            dead_rows,
-            dead_records,
-            records,
+        planned = bulk.plan(
+            columns,
+            committed,
+            state,
             positions or {},
-            watermark,
-            self._next_seq + int(searchable.sum()),
+            skip_unchanged=skip_unchanged,
+            errors=self._errors,
         )
-        return n
+        if planned.written or planned.commit.positions:
+            self._write(planned.commit)
+        return planned.written
 
-    def _write(
-        self,
-        rows: Mapping[int, tuple[np.ndarray, np.ndarray, list[bytes]]],
-        added: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-        dead_rows: Sequence[tuple[int, int]],
-        dead_records: Sequence[tuple[int, bytes]],
-        records: Sequence[tuple[bytes, bytes, int]],
-        positions: Mapping[str, int],
-        watermark: int | None,
-        next_seq: int,
-    ) -> None:
+    def _write(self, commit: Commit) -> None:
         """One commit: everything in ONE atomic WriteBatch, then the caches.
-
-        `rows`: segment -> fingerprints, seqs and article ids (UTF-8) of its new rows;
-        `added`: fingerprints, segments and seqs of all new rows in seq order, for the tables;
-        `dead_rows` (segment, seq) and `dead_records` (generation, id) are replaced entries;
-        `records`: (id, encoded record, generation) to write.
 
         Order matters: RocksDB first, memory after, so a failed write leaves the caches equal
         to what is on disk. Rows, article records, deletions of replaced entries, positions and
@@ -573,10 +501,11 @@ class IndexStore:
         wb = rocksdict.WriteBatch(raw_mode=True)
         commit_no = self._commits + 1
         merged: set[int] = set()
-        for sid, (fps, seqs, article_ids) in rows.items():
+        for sid, new in commit.rows.items():
+            fps, seqs = new.fingerprints, new.seqs
             seg = self._segment_for_write(sid)
             handle = seg.group.handle
-            for key, article_id in zip(enc.row_keys(sid, seqs), article_ids, strict=True):
+            for key, article_id in zip(enc.row_keys(sid, seqs), new.article_ids, strict=True):
                 wb.put(key, article_id, handle)
             if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
                 # Fold the segment's older blobs into this one: O(segment), read back from disk.
@@ -589,48 +518,49 @@ class IndexStore:
                 merged.add(sid)
             wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
         replaced: dict[int, int] = defaultdict(int)
-        for sid, seq in dead_rows:
-            seg = self._segments.get(sid)
+        for dead in commit.dead_rows:
+            seg = self._segments.get(dead.segment)
             if seg is not None:
-                wb.delete(enc.row_key(sid, seq), seg.group.handle)
-                replaced[sid] += 1
+                wb.delete(enc.row_key(dead.segment, dead.seq), seg.group.handle)
+                replaced[dead.segment] += 1
         # Blobs keep replaced rows (the tables skip them), so a reopened store counts its live
         # rows as its blobs' entries less this persisted count.
         for sid, n in replaced.items():
             seg = self._segments[sid]
             total = seg.stored - seg.rows + n
             wb.put(enc.replaced_key(sid), enc.encode_u64(total), seg.group.handle)
-        for gen, key in dead_records:
-            if gen in self._generations:
-                wb.delete(key, self._generations[gen][1])
+        for dead_record in commit.dead_records:
+            generation = self._generations.get(dead_record.generation)
+            if generation is not None:
+                wb.delete(dead_record.key, generation.handle)
         handles: dict[int, object] = {}
-        for key, value, gen in records:
-            handle = handles.get(gen)
+        for record in commit.records:
+            handle = handles.get(record.generation)
             if handle is None:
-                handle = handles[gen] = self._generation_for_write(gen)
-            wb.put(key, value, handle)
-        for name, offset in positions.items():
+                handle = handles[record.generation] = self._generation_for_write(record.generation)
+            wb.put(record.key, record.value, handle)
+        for name, offset in commit.positions.items():
             wb.put(enc.position_key(name), enc.encode_u64(offset))
-        wb.put(enc.STATE_KEY, enc.encode_state(watermark, next_seq, commit_no))
+        wb.put(enc.STATE_KEY, enc.encode_state(commit.watermark, commit.next_seq, commit_no))
         with self._errors:
             self._db.write(wb)
         # Durable: now bring the caches in line.
-        for sid, _ in dead_rows:
-            seg = self._segments.get(sid)
+        for dead in commit.dead_rows:
+            seg = self._segments.get(dead.segment)
             if seg is not None:
                 seg.rows -= 1
-        for sid, (fps, _, _) in rows.items():
+        for sid, new in commit.rows.items():
             seg = self._segments[sid]
             if sid in merged:
                 seg.blobs = []
             seg.blobs.append(enc.blob_key(sid, commit_no))
-            seg.rows += len(fps)
-            seg.stored += len(fps)
-        if added is not None:
-            self._tables.append(*added)
-        self._positions.update(positions)
-        self._watermark = watermark
-        self._next_seq = next_seq
+            seg.rows += len(new.fingerprints)
+            seg.stored += len(new.fingerprints)
+        if commit.added is not None:
+            self._tables.append(*commit.added)
+        self._positions.update(commit.positions)
+        self._watermark = commit.watermark
+        self._next_seq = commit.next_seq
         self._commits = commit_no
 
     # -- internals shared with Batch --------------------------------------------------------
@@ -650,48 +580,46 @@ class IndexStore:
     def _generation_of(self, storage_time_ms: int) -> int:
         return storage_time_ms // self._meta.generation_ms
 
-    def _generation_order(self) -> list[tuple[int, rocksdict.Rdict]]:
+    def _generation_order(self) -> list[_Generation]:
         """Live generations, newest first (an article's latest record is usually there)."""
-        return [(g, self._generations[g][0]) for g in sorted(self._generations, reverse=True)]
+        return [self._generations[g] for g in sorted(self._generations, reverse=True)]
 
-    def _read_record(self, article_id: str) -> tuple[ArticleRecord, int | None, int] | None:
-        """(record, row seq, generation) from the committed article table."""
+    def _read_record(self, article_id: str) -> Stored | None:
+        """The current record of `article_id` in the committed article table."""
         key = article_id.encode()
         with self._errors:
-            for gen, cf in self._gen_order:
-                raw = cf.get(key)
+            for generation in self._gen_order:
+                raw = generation.cf.get(key)
                 if raw is not None:
                     record, seq = enc.decode_record(article_id, raw)
-                    return record, seq, gen
+                    return Stored(record, seq, generation.id)
         return None
 
-    def _read_records(
-        self, article_ids: Sequence[str]
-    ) -> dict[str, tuple[ArticleRecord, int | None, int]]:
+    def _read_records(self, article_ids: Sequence[str]) -> dict[str, Stored]:
         """Batched `_read_record`: one multi-get per live generation."""
-        found: dict[str, tuple[ArticleRecord, int | None, int]] = {}
+        found: dict[str, Stored] = {}
         raws = self._read_raw(article_ids)
         with self._errors:
-            for article_id, (raw, gen) in raws.items():
-                record, seq = enc.decode_record(article_id, raw)
-                found[article_id] = (record, seq, gen)
+            for article_id, stored in raws.items():
+                record, seq = enc.decode_record(article_id, stored.value)
+                found[article_id] = Stored(record, seq, stored.generation)
         return found
 
-    def _read_raw(self, article_ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
-        """(encoded record, generation) of these ids: one multi-get per live generation."""
-        found: dict[str, tuple[bytes, int]] = {}
+    def _read_raw(self, article_ids: Sequence[str]) -> dict[str, StoredBytes]:
+        """The encoded current records of these ids: one multi-get per live generation."""
+        found: dict[str, StoredBytes] = {}
         pending = list(dict.fromkeys(article_ids))
         with self._errors:
-            for gen, cf in self._gen_order:
+            for generation in self._gen_order:
                 if not pending:
                     break
-                raws = cf.get([a.encode() for a in pending])
+                raws = generation.cf.get([a.encode() for a in pending])
                 missing = []
                 for article_id, raw in zip(pending, raws, strict=True):
                     if raw is None:
                         missing.append(article_id)
                     else:
-                        found[article_id] = (raw, gen)
+                        found[article_id] = StoredBytes(raw, generation.id)
                 pending = missing
         return found
 
@@ -737,9 +665,9 @@ class IndexStore:
             with self._errors:
                 cf = self._db.create_column_family(name, self._rocksdb_opts)
                 handle = self._db.get_column_family_handle(name)
-            self._generations[gen] = (cf, handle)
+            self._generations[gen] = _Generation(gen, cf, handle)
             self._gen_order = self._generation_order()
-        return self._generations[gen][1]
+        return self._generations[gen].handle
 
 
 def _directory_bytes(path: Path) -> int:
@@ -761,51 +689,6 @@ def _validate(options: IndexOptions) -> None:
             raise IndexStoreError(f"{name} must be positive, got {getattr(options, name)}")
     if options.future_skew_ms < 0:
         raise IndexStoreError(f"future_skew_ms must be >= 0, got {options.future_skew_ms}")
-
-
-def _validate_columns(columns: RecordColumns) -> None:
-    """`Batch.put`'s checks, over whole columns at C speed."""
-    n = len(columns.article_id)
-    for field in dataclasses.fields(columns):
-        size = len(getattr(columns, field.name))
-        if size != n:
-            raise IndexStoreError(f"column {field.name} has {size} entries, article_id has {n}")
-    if not n:
-        return
-    bad = set(map(len, columns.content_hash)) - {16}
-    if bad:
-        raise IndexStoreError(f"content_hash must be 16 bytes, got {min(bad)}")
-    low, high = min(columns.simhash), max(columns.simhash)
-    if low < 0 or high >= 2**64:
-        raise IndexStoreError(
-            f"simhash must be an unsigned 64-bit int, got {low if low < 0 else high}"
-        )
-    longest = max(map(len, columns.sketch))
-    if longest > enc.MAX_SKETCH_BYTES:
-        raise IndexStoreError(f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {longest}")
-
-
-def _changed(
-    cols: tuple[Sequence, ...], times: np.ndarray, committed: Mapping[str, tuple[bytes, int]]
-) -> list[int]:
-    """Indices of the records that differ from their id's current record when their turn
-    comes: the committed one, or the last record before them that was kept."""
-    n = len(cols[0])
-    # Compared as given, but a kept record becomes current as written (time clamped).
-    given = enc.encode_records(cols, cols[3], [None] * n)
-    current = {a: enc.record_identity(raw) for a, (raw, _) in committed.items()}
-    keep = []
-    for i, (article_id, value, event_time, written_time) in enumerate(
-        zip(cols[0], given, cols[3], times.tolist(), strict=True)
-    ):
-        identity = enc.record_identity(value)
-        if current.get(article_id) != identity:
-            keep.append(i)
-            if written_time != event_time:
-                row = tuple([column[i]] for column in cols)
-                identity = enc.record_identity(enc.encode_records(row, [written_time], [None])[0])
-            current[article_id] = identity
-    return keep
 
 
 def _check_compatible(path: Path, stored: enc.Meta, wanted: enc.Meta) -> None:
@@ -1039,7 +922,7 @@ class Batch:
                 by_segment[sid].append(i)
         all_fp = np.array(self._row_fp, dtype=np.uint64)
         rows = {
-            sid: (
+            sid: SegmentRows(
                 all_fp[idx],
                 np.array([self._rows[i][0] for i in idx], dtype=np.uint64),
                 [self._rows[i][1].encode() for i in idx],
@@ -1047,27 +930,30 @@ class Batch:
             for sid, idx in by_segment.items()
         }
         idx = sorted(i for ids in by_segment.values() for i in ids)
-        added = (
+        added = TableRows(
             all_fp[idx],
             np.array([self._rows[i][2] for i in idx], dtype=np.int64),
             np.array([self._rows[i][0] for i in idx], dtype=np.uint64),
         )
         records = [
-            (article_id.encode(), enc.encode_record(record, seq), gen)
+            RecordWrite(article_id.encode(), enc.encode_record(record, seq), gen)
             for article_id, (record, seq, gen) in self._pending.items()
             if cut is None or (gen + 1) * gen_ms > cut
         ]
-        dead_records = [(gen, article_id.encode()) for gen, article_id in self._dead_records]
+        dead_rows = [DeadRow(sid, seq) for sid, seq in self._dead_rows]
+        dead_records = [DeadRecord(gen, a.encode()) for gen, a in self._dead_records]
         try:
             store._write(
-                rows,
-                added,
-                self._dead_rows,
-                dead_records,
-                records,
-                self._positions,
-                self._watermark,
-                self._next_seq,
+                Commit(
+                    rows,
+                    added,
+                    dead_rows,
+                    dead_records,
+                    records,
+                    self._positions,
+                    self._watermark,
+                    self._next_seq,
+                )
             )
         finally:
             self._close()
