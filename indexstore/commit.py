@@ -32,6 +32,14 @@ class StoredBytes(NamedTuple):
     generation: int
 
 
+class Candidate(NamedTuple):
+    """A row within k of a query: its seq, its article and its distance to the query."""
+
+    seq: int
+    article_id: str
+    distance: int
+
+
 class SegmentRows(NamedTuple):
     """The new rows of one segment: fingerprints and seqs (uint64), article ids (UTF-8)."""
 
