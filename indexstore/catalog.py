@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import rocksdict
 
@@ -26,7 +26,7 @@ class Group:
 
     __slots__ = ("cf", "handle", "id")
 
-    def __init__(self, group_id: int, cf: rocksdict.Rdict, handle: object) -> None:
+    def __init__(self, group_id: int, cf: rocksdict.Rdict, handle: rocksdict.ColumnFamily) -> None:
         self.id = group_id
         self.cf = cf
         self.handle = handle
@@ -37,7 +37,7 @@ class Generation(NamedTuple):
 
     id: int
     cf: rocksdict.Rdict
-    handle: object
+    handle: rocksdict.ColumnFamily
 
 
 class Segment:
@@ -51,6 +51,12 @@ class Segment:
         self.blobs: list[bytes] = []  # blob keys, oldest first
         self.rows = 0  # live rows (replaced rows are subtracted)
         self.stored = 0  # rows in its blobs (replaced rows included), which the tables hold
+
+
+def multi_get(cf: rocksdict.Rdict, keys: list[bytes]) -> list[bytes | None]:
+    """The values of `keys` in `cf` (None: missing), in one multi-get. rocksdict's stub types
+    the answer to a list of keys as one value, and the list as one of mixed key types."""
+    return cast("list[bytes | None]", cf.get(cast("list[str | int | float | bytes | bool]", keys)))
 
 
 class Catalog:
@@ -121,7 +127,7 @@ class Catalog:
             for generation in self._newest_first:
                 if not pending:
                     break
-                raws = generation.cf.get([a.encode() for a in pending])
+                raws = multi_get(generation.cf, [a.encode() for a in pending])
                 missing = []
                 for article_id, raw in zip(pending, raws, strict=True):
                     if raw is None:
@@ -144,7 +150,7 @@ class Catalog:
                 by_group[seg.group.id].append(i)
         with self._errors:
             for gid, positions in by_group.items():
-                raws = self.groups[gid].cf.get([keys[i] for i in positions])
+                raws = multi_get(self.groups[gid].cf, [keys[i] for i in positions])
                 for i, raw in zip(positions, raws, strict=True):
                     if raw is not None:
                         ids[i] = raw.decode()
@@ -199,7 +205,7 @@ class Catalog:
         """Live generations, newest first (an article's latest record is usually there)."""
         return [self.generations[g] for g in sorted(self.generations, reverse=True)]
 
-    def _create(self, name: str) -> tuple[rocksdict.Rdict, object]:
+    def _create(self, name: str) -> tuple[rocksdict.Rdict, rocksdict.ColumnFamily]:
         with self._errors:
             cf = self._db.create_column_family(name, self._opts)
             handle = self._db.get_column_family_handle(name)

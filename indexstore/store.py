@@ -21,17 +21,13 @@ import rocksdict
 from indexstore import bulk, opening, snapshot
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
-from indexstore.catalog import Catalog
+from indexstore.catalog import Catalog, Segment, multi_get
 from indexstore.commit import (
     Candidate,
     Commit,
     Stored,
 )
-from indexstore.errors import (
-    IndexFormatError,
-    IndexStateError,
-    IndexStoreError,
-)
+from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.layout import Layout, choose_layout
 from indexstore.model import (
     ArticleRecord,
@@ -62,6 +58,25 @@ def wall_clock_ms() -> int:
 class IndexStore:
     """A time-windowed index of 64-bit fingerprints with exact Hamming search within k."""
 
+    # Set by `open` (there is no __init__) and `_load`.
+    _path: Path
+    _options: IndexOptions
+    _clock: Callable[[], int]
+    _read_only: bool
+    _batch: Batch | None
+    _closed: bool
+    _errors: RocksDBErrors
+    _rocksdb_opts: rocksdict.Options
+    _db: rocksdict.Rdict
+    _meta: enc.Meta
+    _layout: Layout
+    _watermark: int | None
+    _next_seq: int
+    _commits: int
+    _positions: dict[str, int]
+    _catalog: Catalog
+    _tables: SearchTables
+
     def __init__(self) -> None:
         raise TypeError("use IndexStore.open(path, options)")
 
@@ -87,7 +102,7 @@ class IndexStore:
         self._options = options
         self._clock = clock
         self._read_only = read_only
-        self._batch: Batch | None = None
+        self._batch = None
         self._closed = True
         self._errors = RocksDBErrors(self._path)
         # Shared by every column family: one cache, one memory budget.
@@ -239,7 +254,8 @@ class IndexStore:
     def stats(self) -> IndexStats:
         self._check_open()
         segments = []
-        group_bytes, group_rows = {}, defaultdict(int)
+        group_bytes: dict[int, int] = {}
+        group_rows: dict[int, int] = defaultdict(int)
         catalog = self._catalog
         for gid, group in catalog.groups.items():
             size = group.cf.property_int_value("rocksdb.total-sst-files-size") or 0
@@ -399,7 +415,7 @@ class IndexStore:
             if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
                 # Fold the segment's older blobs into this one: O(segment), read back from disk.
                 with self._errors:
-                    old = [enc.decode_blob(raw) for raw in seg.group.cf.get(seg.blobs)]
+                    old = [enc.decode_blob(raw) for raw in self._blobs(seg)]
                 fps = np.concatenate([f for f, _ in old] + [fps])
                 seqs = np.concatenate([q for _, q in old] + [seqs])
                 for key in seg.blobs:
@@ -408,9 +424,9 @@ class IndexStore:
             wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
         replaced: dict[int, int] = defaultdict(int)
         for dead in commit.dead_rows:
-            seg = catalog.segments.get(dead.segment)
-            if seg is not None:
-                wb.delete(enc.row_key(dead.segment, dead.seq), seg.group.handle)
+            live = catalog.segments.get(dead.segment)
+            if live is not None:
+                wb.delete(enc.row_key(dead.segment, dead.seq), live.group.handle)
                 replaced[dead.segment] += 1
         # Blobs keep replaced rows (the tables skip them), so a reopened store counts its live
         # rows as its blobs' entries less this persisted count.
@@ -422,13 +438,13 @@ class IndexStore:
             generation = catalog.generations.get(dead_record.generation)
             if generation is not None:
                 wb.delete(dead_record.key, generation.handle)
-        handles: dict[int, object] = {}
+        families: dict[int, rocksdict.ColumnFamily] = {}
         for record in commit.records:
-            handle = handles.get(record.generation)
-            if handle is None:
+            family = families.get(record.generation)
+            if family is None:
                 generation = catalog.generation_for_write(record.generation)
-                handle = handles[record.generation] = generation.handle
-            wb.put(record.key, record.value, handle)
+                family = families[record.generation] = generation.handle
+            wb.put(record.key, record.value, family)
         for name, offset in commit.positions.items():
             wb.put(enc.position_key(name), enc.encode_u64(offset))
         wb.put(enc.STATE_KEY, enc.encode_state(commit.watermark, commit.next_seq, commit_no))
@@ -436,9 +452,9 @@ class IndexStore:
             self._db.write(wb)
         # Durable: now bring the caches in line.
         for dead in commit.dead_rows:
-            seg = catalog.segments.get(dead.segment)
-            if seg is not None:
-                seg.rows -= 1
+            live = catalog.segments.get(dead.segment)
+            if live is not None:
+                live.rows -= 1
         for sid, new in commit.rows.items():
             seg = catalog.segments[sid]
             if sid in merged:
@@ -454,6 +470,14 @@ class IndexStore:
         self._commits = commit_no
 
     # -- internals ------------------------------------------------------------------------
+
+    def _blobs(self, seg: Segment) -> list[bytes]:
+        raws = multi_get(seg.group.cf, seg.blobs)
+        present = [raw for raw in raws if raw is not None]
+        if len(present) < len(raws):
+            # Listed at open or written since: only a damaged database loses one.
+            raise IndexCorruptError(f"a fingerprint blob of segment {seg.id} is missing")
+        return present
 
     def _check_open(self) -> None:
         if self._closed:
