@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from indexstore.commit import (
     Commit,
     DeadRecord,
     DeadRow,
-    RecordWrite,
+    RecordWrites,
     SegmentRows,
     Stored,
     TableRows,
@@ -71,14 +71,6 @@ class BatchStart:
     time_limit: int
 
 
-class BatchRow(NamedTuple):
-    """A row added in this batch: its seq, article and segment."""
-
-    seq: int
-    article_id: str
-    segment: int
-
-
 class Batch:
     """The changes of one processed batch, visible to its own later searches at once.
 
@@ -104,8 +96,12 @@ class Batch:
         self._dead_rows: list[DeadRow] = []
         self._dead_records: list[DeadRecord] = []
         self._time_limit = start.time_limit
-        # Rows added in this batch, in insertion order, and their fingerprints.
-        self._rows: list[BatchRow] = []
+        # Rows added in this batch, in insertion order, as columns (a put costs no object):
+        # row i is the seq _row_seq[i] of article _row_id[i] in segment _row_segment[i],
+        # with fingerprint _row_fp[i].
+        self._row_seq: list[int] = []
+        self._row_id: list[str] = []
+        self._row_segment: list[int] = []
         self._row_fp: list[int] = []
         self._rows_by_fp: dict[int, list[int]] = defaultdict(list)
         self._positions: dict[str, int] = {}
@@ -181,8 +177,8 @@ class Batch:
         if simhash not in self._hits:
             self._collect([simhash])
         candidates: list[Candidate] = list(self._hits[simhash])
-        if self._rows:
-            rows, row_fp = self._rows, self._row_fp
+        if self._row_fp:
+            row_fp = self._row_fp
             neighbours = self._neighbours.get(simhash)
             if neighbours is None:
                 close = np.flatnonzero(
@@ -194,9 +190,10 @@ class Batch:
                 close.extend(
                     i for i in self._unprobed if (row_fp[i] ^ simhash).bit_count() <= self._k
                 )
+            row_seq, row_id = self._row_seq, self._row_id
             for i in close:
-                seq, article_id, _ = rows[i]
-                candidates.append(Candidate(seq, article_id, (row_fp[i] ^ simhash).bit_count()))
+                distance = (row_fp[i] ^ simhash).bit_count()
+                candidates.append(Candidate(row_seq[i], row_id[i], distance))
         ranked = []
         for seq, article_id, distance in candidates:
             if article_id == exclude_id:
@@ -257,12 +254,14 @@ class Batch:
         if not late:
             seq = self._next_seq
             self._next_seq += 1
-            n = len(self._rows)
+            n = len(self._row_fp)
             self._row_fp.append(record.simhash)
             self._rows_by_fp[record.simhash].append(n)
             if record.simhash not in self._neighbours:
                 self._unprobed.append(n)
-            self._rows.append(BatchRow(seq, record.article_id, event_time_ms // self._segment_ms))
+            self._row_seq.append(seq)
+            self._row_id.append(record.article_id)
+            self._row_segment.append(event_time_ms // self._segment_ms)
             if self._watermark_follows_puts:
                 self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = Stored(record, seq, gen)
@@ -293,30 +292,29 @@ class Batch:
         if expire and self._watermark is not None:
             cut = self._watermark - self._retention_ms
         by_segment: dict[int, list[int]] = defaultdict(list)
-        for i, (seq, article_id, sid) in enumerate(self._rows):
+        row_ids = self._row_id
+        for i, (seq, article_id, sid) in enumerate(
+            zip(self._row_seq, row_ids, self._row_segment, strict=True)
+        ):
             # A row replaced later in this same batch is never written.
             if self._pending[article_id].seq == seq and (cut is None or (sid + 1) * seg_ms > cut):
                 by_segment[sid].append(i)
         all_fp = np.array(self._row_fp, dtype=np.uint64)
+        all_seq = np.array(self._row_seq, dtype=np.uint64)
         rows = {
-            sid: SegmentRows(
-                all_fp[idx],
-                np.array([self._rows[i].seq for i in idx], dtype=np.uint64),
-                [self._rows[i].article_id.encode() for i in idx],
-            )
+            sid: SegmentRows(all_fp[idx], all_seq[idx], [row_ids[i].encode() for i in idx])
             for sid, idx in by_segment.items()
         }
         idx = sorted(i for ids in by_segment.values() for i in ids)
         added = TableRows(
-            all_fp[idx],
-            np.array([self._rows[i].segment for i in idx], dtype=np.int64),
-            np.array([self._rows[i].seq for i in idx], dtype=np.uint64),
+            all_fp[idx], np.array(self._row_segment, dtype=np.int64)[idx], all_seq[idx]
         )
-        records = [
-            RecordWrite(article_id.encode(), enc.encode_record(record, seq), gen)
-            for article_id, (record, seq, gen) in self._pending.items()
-            if cut is None or (gen + 1) * gen_ms > cut
-        ]
+        records = RecordWrites([], [], [])
+        for article_id, stored in self._pending.items():
+            if cut is None or (stored.generation + 1) * gen_ms > cut:
+                records.keys.append(article_id.encode())
+                records.values.append(enc.encode_record(stored.record, stored.seq))
+                records.generations.append(stored.generation)
         try:
             self._index.write(
                 Commit(

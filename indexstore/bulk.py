@@ -19,7 +19,7 @@ from indexstore.commit import (
     Commit,
     DeadRecord,
     DeadRow,
-    RecordWrite,
+    RecordWrites,
     SegmentRows,
     StoredBytes,
     TableRows,
@@ -102,7 +102,9 @@ def plan(
     n = len(ids)
     keys = [a.encode() for a in ids]
     if not n:
-        nothing = Commit({}, None, [], [], [], positions, state.watermark, state.next_seq)
+        nothing = Commit(
+            {}, None, [], [], RecordWrites([], [], []), positions, state.watermark, state.next_seq
+        )
         return BulkWrite(nothing, 0)
     seg_ms, gen_ms = state.segment_ms, state.generation_ms
     # The watermark each record meets is the greatest time before it: a late record is
@@ -159,10 +161,7 @@ def plan(
         times[final].tolist(),
         final_seqs,
     )
-    records = [
-        RecordWrite(keys[i], value, gen)
-        for i, value, gen in zip(picked, values, gens[final].tolist(), strict=True)
-    ]
+    records = RecordWrites([keys[i] for i in picked], values, gens[final].tolist())
     watermark = int(times.max())
     if state.watermark is not None:
         watermark = max(watermark, state.watermark)

@@ -70,12 +70,14 @@ class DeadRecord(NamedTuple):
     key: bytes  # the article id, UTF-8
 
 
-class RecordWrite(NamedTuple):
-    """One article record to write: its key (the id, UTF-8), encoded value and generation."""
+class RecordWrites(NamedTuple):
+    """Article records to write, as columns (record i is keys[i], values[i], generations[i]):
+    the id (UTF-8), the encoded record and its generation. Columns, not one object per
+    record: a commit writes thousands."""
 
-    key: bytes
-    value: bytes
-    generation: int
+    keys: list[bytes]
+    values: list[bytes]
+    generations: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,7 @@ class Commit:
     added: TableRows | None
     dead_rows: Sequence[DeadRow]
     dead_records: Sequence[DeadRecord]
-    records: Sequence[RecordWrite]
+    records: RecordWrites
     positions: Mapping[str, int]
     watermark: int | None
     next_seq: int

@@ -439,12 +439,12 @@ class IndexStore:
             if generation is not None:
                 wb.delete(dead_record.key, generation.handle)
         families: dict[int, rocksdict.ColumnFamily] = {}
-        for record in commit.records:
-            family = families.get(record.generation)
+        records = commit.records
+        for key, value, gen in zip(records.keys, records.values, records.generations, strict=True):
+            family = families.get(gen)
             if family is None:
-                generation = catalog.generation_for_write(record.generation)
-                family = families[record.generation] = generation.handle
-            wb.put(record.key, record.value, family)
+                family = families[gen] = catalog.generation_for_write(gen).handle
+            wb.put(key, value, family)
         for name, offset in commit.positions.items():
             wb.put(enc.position_key(name), enc.encode_u64(offset))
         wb.put(enc.STATE_KEY, enc.encode_state(commit.watermark, commit.next_seq, commit_no))
