@@ -4,8 +4,7 @@ Groups of segments and article generations are column families, created when a c
 needs one and dropped by expiry; a segment is a key range in its group. The catalog holds
 their handles and what is known of each segment without reading it, and reads article
 records and row ids through them. It does not decide what to write or when to expire: the
-store does. It may import rocksdict, numpy and indexstore.encoding, .commit and
-.rocksdb_errors.
+store does. It may import rocksdict and indexstore.encoding, .commit and .rocksdb_errors.
 """
 
 from __future__ import annotations

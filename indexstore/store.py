@@ -1,9 +1,10 @@
 """The index: RocksDB as the durable truth, numpy search tables as a cache rebuilt at open.
 
-`IndexStore` owns the open database: it opens, loads, searches the committed rows, writes
-commits, expires and reports. Its two writers build the commits: `Batch` (indexstore.batch,
-handed the narrow `CommittedIndex` of `_BatchAccess`) and the bulk load (indexstore.bulk).
-It may import every other module of indexstore; none of them imports this one.
+`IndexStore` owns the open database and its state: it opens and loads (indexstore.opening),
+writes commits, expires and reports. Its two writers build the commits: `Batch`
+(indexstore.batch, handed the narrow `CommittedIndex` of `_BatchAccess`, whose committed
+search is indexstore.nearest) and the bulk load (indexstore.bulk). It may import every other
+module of indexstore; none of them imports this one.
 """
 
 from __future__ import annotations
@@ -22,33 +23,18 @@ from indexstore import bulk, opening, snapshot
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
 from indexstore.catalog import Catalog, Segment, multi_get
-from indexstore.commit import (
-    Candidate,
-    Commit,
-    Stored,
-)
+from indexstore.commit import Candidate, Commit, Stored
 from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.layout import Layout, choose_layout
-from indexstore.model import (
-    ArticleRecord,
-    IndexOptions,
-    IndexStats,
-    RecordColumns,
-    SegmentStats,
-)
+from indexstore.model import ArticleRecord, IndexOptions, IndexStats, RecordColumns, SegmentStats
+from indexstore.nearest import nearest
 from indexstore.rocksdb_errors import RocksDBErrors
 from indexstore.rocksdb_options import rocksdb_options
-from indexstore.tables import Hits, SearchTables
+from indexstore.tables import SearchTables
 
 # A segment's blobs (one per commit that touched it) are merged into one when there are more
 # than this many, so reopen reads a few blobs per segment, not one per commit.
 MAX_BLOBS_PER_SEGMENT = 32
-# A search considers at most this many committed entries per query: the closest, earliest
-# first. Without a bound, a window holding tens of thousands of near-identical short texts
-# (stock quotes, one-line questions) made every query fetch all of them: a `check` of the
-# 77,300 AFQMC questions at k = 12 grew to 22 GB before the kernel killed it. Callers that
-# want a decision use a handful of matches.
-MAX_HITS_PER_QUERY = 256
 
 
 def wall_clock_ms() -> int:
@@ -488,27 +474,6 @@ class IndexStore:
         if self._read_only:
             raise IndexStateError("the index was opened read-only")
 
-    def _nearest(self, simhashes: Sequence[int]) -> list[list[Candidate]]:
-        """For each simhash, its committed rows within k: the MAX_HITS_PER_QUERY closest,
-        of those whose article id is still stored."""
-        queries = np.array(simhashes, dtype=np.uint64)
-        tables = self._tables
-        near = tables.search(queries, per_fingerprint=MAX_HITS_PER_QUERY)
-        hits = _closest(near, tables.seq, MAX_HITS_PER_QUERY)
-        ids = (
-            self._catalog.row_ids(tables.seg[hits.row].tolist(), tables.seq[hits.row].tolist())
-            if len(hits.row)
-            else []
-        )
-        found: list[list[Candidate]] = [[] for _ in simhashes]
-        seqs = tables.seq[hits.row].tolist()
-        for q, article_id, seq, d in zip(
-            hits.query.tolist(), ids, seqs, hits.distance.tolist(), strict=True
-        ):
-            if article_id is not None:
-                found[q].append(Candidate(seq, article_id, d))
-        return found
-
 
 def _directory_bytes(path: Path) -> int:
     total = 0
@@ -537,7 +502,7 @@ class _BatchAccess:
         return self._store._catalog.read_records(article_ids)
 
     def nearest(self, simhashes: Sequence[int]) -> list[list[Candidate]]:
-        return self._store._nearest(simhashes)
+        return nearest(self._store._tables, self._store._catalog, simhashes)
 
     def write(self, commit: Commit) -> None:
         self._store._write(commit)
@@ -548,15 +513,3 @@ class _BatchAccess:
     def finished(self, batch: Batch) -> None:
         if self._store._batch is batch:
             self._store._batch = None
-
-
-def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:
-    """Of each query's hits, the `limit` closest (ties: smallest sequence number, the earliest
-    inserted), so one query's cost is bounded whatever the window holds."""
-    if len(hits.query) <= limit:
-        return hits
-    order = np.lexsort((seq[hits.row], hits.distance, hits.query))
-    by_query = hits.query[order]
-    rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
-    keep = np.sort(order[rank < limit])
-    return Hits(hits.query[keep], hits.row[keep], hits.distance[keep])
