@@ -309,12 +309,14 @@ class Batch:
         added = TableRows(
             all_fp[idx], np.array(self._row_segment, dtype=np.int64)[idx], all_seq[idx]
         )
-        records = RecordWrites([], [], [])
-        for article_id, stored in self._pending.items():
-            if cut is None or (stored.generation + 1) * gen_ms > cut:
-                records.keys.append(article_id.encode())
-                records.values.append(enc.encode_record(stored.record, stored.seq))
-                records.generations.append(stored.generation)
+        kept = self._pending
+        if cut is not None:
+            kept = {a: s for a, s in kept.items() if (s.generation + 1) * gen_ms > cut}
+        records = RecordWrites(
+            [article_id.encode() for article_id in kept],
+            [enc.encode_record(stored.record, stored.seq) for stored in kept.values()],
+            [stored.generation for stored in kept.values()],
+        )
         try:
             self._index.write(
                 Commit(
