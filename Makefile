@@ -18,6 +18,9 @@ SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
 LINT_PATHS := consumer indexstore tests docs scripts/decision-frontier scripts/compare-fingerprinting
+# Type-checked with mypy --strict ([tool.mypy] in pyproject.toml); the rest is not annotated
+# throughout yet.
+TYPED_PATHS := indexstore
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\
@@ -98,9 +101,10 @@ lint: venv
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/python scripts/import-layers
+	$(VENV)/bin/mypy --strict $(TYPED_PATHS)
 
 # Leaves the Kafka jar cache (~/.cache/newsdedup) alone: it lives outside the repo on purpose.
 clean:
-	rm -rf $(VENV) build dist site .pytest_cache .ruff_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so \
+	rm -rf $(VENV) build dist site .pytest_cache .ruff_cache .mypy_cache .hypothesis ./*.egg-info consumer/native/target consumer/_fastfp*.so \
 		indexstore/native/target indexstore/_probe*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -3,6 +3,7 @@
 It knows fingerprints, event time and RocksDB; nothing of Kafka or of the service.
 """
 
+from indexstore.batch import Batch
 from indexstore.errors import (
     IndexCorruptError,
     IndexFormatError,
@@ -21,7 +22,7 @@ from indexstore.model import (
     SearchResult,
     SegmentStats,
 )
-from indexstore.store import Batch, IndexStore
+from indexstore.store import IndexStore
 
 __all__ = [
     "ArticleRecord",

@@ -37,6 +37,7 @@ import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,8 @@ def encode_u64(value: int) -> bytes:
 
 
 def decode_u64(raw: bytes) -> int:
-    return _U64.unpack(raw)[0]
+    value: int = _U64.unpack(raw)[0]
+    return value
 
 
 def group_cf(group_id: int) -> str:
@@ -193,7 +195,8 @@ def replaced_key(segment_id: int) -> bytes:
 
 
 def blob_segment(key: bytes) -> int:
-    return _U64.unpack_from(key, len(BLOB_PREFIX))[0] - _SEGMENT_BIAS
+    biased: int = _U64.unpack_from(key, len(BLOB_PREFIX))[0]
+    return biased - _SEGMENT_BIAS
 
 
 def row_key(segment_id: int, seq: int) -> bytes:
@@ -266,7 +269,7 @@ def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
 
 
 def encode_records(
-    columns: tuple[Sequence, ...], event_times: Sequence[int], seqs: Sequence[int | None]
+    columns: tuple[Sequence[Any], ...], event_times: Sequence[int], seqs: Sequence[int | None]
 ) -> list[bytes]:
     """`encode_record` of many records given as columns in `ArticleRecord` field order,
     with their (clamped) event times and seqs in place of the columns' own times. The fixed

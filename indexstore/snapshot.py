@@ -29,7 +29,8 @@ def save(tables: SearchTables, directory: Path, tag: str) -> None:
     final = directory / FILE_NAME
     partial = directory / (FILE_NAME + ".partial")
     with open(partial, "wb") as f:
-        np.savez(f, tag=np.array(f"{FORMAT}|{tag}"), **tables.export())
+        # numpy's stub cannot tell that no array is named like savez's `allow_pickle`.
+        np.savez(f, tag=np.array(f"{FORMAT}|{tag}"), **tables.export())  # type: ignore[arg-type]
     os.replace(partial, final)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -24,8 +24,15 @@ import numpy as np
 
 from indexstore.layout import BUCKET_US, FINGERPRINT_BITS, PROBE_US, SCAN_US, Layout, bucket_bits
 
+# The compiled kernel's signature (indexstore/_probe.pyi): queries, offsets, keys, masks, bits, k.
+ProbeKernel = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int], tuple[bytes, bytes, bytes]
+]
+
 try:
-    from indexstore._probe import probe as _native_probe
+    from indexstore._probe import probe as _compiled_probe
+
+    _native_probe: ProbeKernel | None = _compiled_probe
 except ImportError:
     # Installed from source without cargo: `probe_reference` finds the same hits, slower.
     _native_probe = None
@@ -73,7 +80,8 @@ class Run:
         """Where the rows of these table 0 entries begin in `rows` (int64)."""
         if self.starts is None:
             return entries.astype(np.int64)
-        return self.starts[entries].astype(np.int64)
+        starts: np.ndarray = self.starts[entries]
+        return starts.astype(np.int64)
 
     def row_counts(self) -> np.ndarray | None:
         """The number of rows of each table 0 entry; None if each has one."""

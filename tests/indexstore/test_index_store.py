@@ -333,7 +333,7 @@ def test_stale_or_damaged_saved_tables_are_rebuilt(tmp_path: Path) -> None:
 def test_a_query_considers_a_bounded_number_of_the_closest_entries(tmp_path: Path) -> None:
     # Thousands of near-identical short texts in one window must not make every query fetch
     # all of them; the closest, then the earliest, are kept.
-    from indexstore.store import MAX_HITS_PER_QUERY
+    from indexstore.nearest import MAX_HITS_PER_QUERY
 
     n = MAX_HITS_PER_QUERY + 200
     with open_store(tmp_path / "idx") as store:

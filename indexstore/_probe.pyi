@@ -1,0 +1,18 @@
+"""Types of the compiled probe kernel (indexstore/native/src/lib.rs, built by PyO3), which
+carries none: mypy cannot read a compiled module. Keep this in step with the Rust signature.
+When the kernel is not built, importing it fails and indexstore.tables runs the NumPy
+reference instead, so the stub never stands in for a missing module at run time."""
+
+import numpy as np
+import numpy.typing as npt
+
+def probe(
+    queries: npt.NDArray[np.uint64],
+    offsets: npt.NDArray[np.int64],
+    keys: npt.NDArray[np.uint64],
+    masks: npt.NDArray[np.uint64],
+    bits: int,
+    k: int,
+    /,
+) -> tuple[bytes, bytes, bytes]:
+    """(query index, key position, distance) of every hit, each as int64 bytes."""

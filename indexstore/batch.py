@@ -1,0 +1,403 @@
+"""The in-batch overlay: a batch's puts are searchable by its own later searches at once.
+
+`Batch` holds one processed batch's changes in memory over the committed index and hands
+them to the store as one `Commit`. It sees the committed index only through `CommittedIndex`,
+the narrow interface the store gives it. It may import indexstore.encoding, .commit, .errors,
+.layout, .model and .tables, never indexstore.store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol
+
+import numpy as np
+
+from indexstore import encoding as enc
+from indexstore.commit import (
+    Candidate,
+    Commit,
+    DeadRecord,
+    DeadRow,
+    RecordWrites,
+    SegmentRows,
+    Stored,
+    TableRows,
+)
+from indexstore.errors import IndexStateError, IndexStoreError
+from indexstore.layout import Layout
+from indexstore.model import ArticleRecord, Match, SearchResult
+from indexstore.tables import SearchTables
+
+
+class CommittedIndex(Protocol):
+    """What a batch is given of the committed index, and all it may do with it."""
+
+    def read(self, article_id: str) -> Stored | None:
+        """The committed current record of `article_id`."""
+
+    def read_many(self, article_ids: Sequence[str]) -> dict[str, Stored]:
+        """The committed current records of those ids that have one."""
+
+    def nearest(self, simhashes: Sequence[int]) -> list[list[Candidate]]:
+        """For each simhash, its closest committed rows within k, a bounded number of them."""
+
+    def write(self, commit: Commit) -> None:
+        """Write the batch's changes in one WriteBatch."""
+
+    def expire(self) -> list[int]:
+        """Drop the segments that have left the window."""
+
+    def finished(self, batch: Batch) -> None:
+        """`batch` is committed or aborted: the store may open another."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStart:
+    """The committed index's geometry and state when a batch begins."""
+
+    layout: Layout
+    max_distance: int
+    segment_ms: int
+    generation_ms: int
+    retention_ms: int
+    watermark: int | None
+    next_seq: int
+    # Clamping uses one "now" per batch, so a batch's answers do not drift with its length.
+    time_limit: int
+
+
+class Batch:
+    """The changes of one processed batch, visible to its own later searches at once.
+
+    Nothing reaches RocksDB before `commit`, which writes them all in one WriteBatch.
+    """
+
+    def __init__(
+        self, index: CommittedIndex, start: BatchStart, watermark_follows_puts: bool = True
+    ) -> None:
+        self._index = index
+        self._watermark_follows_puts = watermark_follows_puts
+        self._k = start.max_distance
+        self._segment_ms = start.segment_ms
+        self._generation_ms = start.generation_ms
+        self._retention_ms = start.retention_ms
+        self._open = True
+        self._watermark = start.watermark
+        self._next_seq = start.next_seq
+        # Current records of ids touched (pending) or read (committed) in this batch.
+        self._pending: dict[str, Stored] = {}
+        self._committed: dict[str, Stored | None] = {}
+        # Old entries replaced in this batch, deleted at commit.
+        self._dead_rows: list[DeadRow] = []
+        self._dead_records: list[DeadRecord] = []
+        self._time_limit = start.time_limit
+        # Rows added in this batch, in insertion order, as columns (a put costs no object):
+        # row i is the seq _row_seq[i] of article _row_id[i] in segment _row_segment[i],
+        # with fingerprint _row_fp[i].
+        self._row_seq: list[int] = []
+        self._row_id: list[str] = []
+        self._row_segment: list[int] = []
+        self._row_fp: list[int] = []
+        self._rows_by_fp: dict[int, list[int]] = defaultdict(list)
+        self._positions: dict[str, int] = {}
+        # Prefetched committed neighbours of each probe.
+        self._hits: dict[int, list[Candidate]] = {}
+        # Prefetched probes -> the probes within k of them, so a search finds this batch's
+        # own rows by dict lookups instead of a scan; rows of other fingerprints are scanned.
+        self._neighbours: dict[int, list[int]] = {}
+        self._unprobed: list[int] = []
+        # The probes, searchable among themselves (row i is _probes[i]): a prefetch searches
+        # only its new probes, so a batch costs time linear in its length, not quadratic.
+        self._probes: list[int] = []
+        self._among = SearchTables(start.layout)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def lookup(self, article_id: str) -> ArticleRecord | None:
+        found = self._current(article_id)
+        return None if found is None else found.record
+
+    def prefetch_records(self, article_ids: Sequence[str]) -> None:
+        """Read the committed records of these ids with one multi-get per generation, so the
+        batch's later `lookup()` and `put()` calls do not each go to RocksDB. Optional."""
+        self._check()
+        wanted = [a for a in dict.fromkeys(article_ids) if a not in self._committed]
+        if wanted:
+            found = self._index.read_many(wanted)
+            for article_id in wanted:
+                self._committed[article_id] = found.get(article_id)
+
+    def prefetch(self, probes: Sequence[tuple[int, bytes, int]]) -> None:
+        """Search the committed tables for all probes at once and fetch what the hits point at."""
+        self._check()
+        wanted = list(dict.fromkeys(p[0] for p in probes if p[0] not in self._hits))
+        if not wanted:
+            return
+        self._collect(wanted)
+        fresh = [fp for fp in wanted if fp not in self._neighbours]
+        if not fresh:
+            return
+        first = len(self._probes)
+        self._probes += fresh
+        fps = np.array(fresh, dtype=np.uint64)
+        self._among.append(
+            fps, np.zeros(len(fresh), dtype=np.int64), np.arange(first, len(self._probes))
+        )
+        for fp in fresh:
+            self._neighbours[fp] = []
+        hits = self._among.search(fps)
+        for q, r in zip(hits.query.tolist(), hits.row.tolist(), strict=True):
+            probe, near = fresh[q], self._probes[r]
+            self._neighbours[probe].append(near)
+            if r < first:
+                # An earlier probe, whose list was made before this one existed.
+                self._neighbours[near].append(probe)
+        self._unprobed = [i for i in self._unprobed if self._row_fp[i] not in self._neighbours]
+
+    def search(
+        self,
+        simhash: int,
+        content_hash: bytes,
+        event_time_ms: int,
+        *,
+        exclude_id: str | None = None,
+        limit: int = 1,
+    ) -> SearchResult:
+        self._check()
+        clamped = event_time_ms > self._time_limit
+        if clamped:
+            event_time_ms = self._time_limit
+        start = self._window_start()
+        late = start is not None and event_time_ms < start
+        if simhash not in self._hits:
+            self._collect([simhash])
+        candidates: list[Candidate] = list(self._hits[simhash])
+        if self._row_fp:
+            row_fp = self._row_fp
+            neighbours = self._neighbours.get(simhash)
+            if neighbours is None:
+                close = np.flatnonzero(
+                    np.bitwise_count(np.array(row_fp, dtype=np.uint64) ^ np.uint64(simhash))
+                    <= self._k
+                ).tolist()
+            else:
+                close = [i for fp in neighbours for i in self._rows_by_fp.get(fp, ())]
+                close.extend(
+                    i for i in self._unprobed if (row_fp[i] ^ simhash).bit_count() <= self._k
+                )
+            row_seq, row_id = self._row_seq, self._row_id
+            for i in close:
+                distance = (row_fp[i] ^ simhash).bit_count()
+                candidates.append(Candidate(row_seq[i], row_id[i], distance))
+        ranked = []
+        for seq, article_id, distance in candidates:
+            if article_id == exclude_id:
+                continue
+            current = self._current(article_id)
+            # A row is live only while its article's current record still points at it.
+            if current is None or current.seq != seq:
+                continue
+            record = current.record
+            if start is not None and record.event_time_ms < start:
+                continue
+            exact = record.content_hash == content_hash
+            ranked.append(
+                (
+                    (distance, not exact, record.event_time_ms, seq),
+                    Match(
+                        article_id,
+                        distance,
+                        exact,
+                        record.event_time_ms,
+                        record.cluster_id,
+                        record.sketch,
+                    ),
+                )
+            )
+        ranked.sort(key=lambda item: item[0])
+        return SearchResult(
+            matches=tuple(m for _, m in ranked[: max(limit, 0)]),
+            event_time_ms=event_time_ms,
+            late=late,
+            clamped=clamped,
+        )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def put(self, record: ArticleRecord) -> None:
+        """Insert or replace; a record older than the window is kept but not searchable."""
+        self._check()
+        if len(record.content_hash) != 16:
+            raise IndexStoreError(f"content_hash must be 16 bytes, got {len(record.content_hash)}")
+        if not 0 <= record.simhash < 2**64:
+            raise IndexStoreError(f"simhash must be an unsigned 64-bit int, got {record.simhash}")
+        if len(record.sketch) > enc.MAX_SKETCH_BYTES:
+            raise IndexStoreError(
+                f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {len(record.sketch)}"
+            )
+        event_time_ms = record.event_time_ms
+        if event_time_ms > self._time_limit:
+            event_time_ms = self._time_limit
+            record = dataclasses.replace(record, event_time_ms=event_time_ms)
+        if record.article_id not in self._pending:
+            self._forget_committed(record.article_id)
+        start = self._window_start()
+        late = start is not None and event_time_ms < start
+        storage_time = event_time_ms if start is None else max(event_time_ms, start)
+        gen = storage_time // self._generation_ms
+        seq = None
+        if not late:
+            seq = self._next_seq
+            self._next_seq += 1
+            n = len(self._row_fp)
+            self._row_fp.append(record.simhash)
+            self._rows_by_fp[record.simhash].append(n)
+            if record.simhash not in self._neighbours:
+                self._unprobed.append(n)
+            self._row_seq.append(seq)
+            self._row_id.append(record.article_id)
+            self._row_segment.append(event_time_ms // self._segment_ms)
+            if self._watermark_follows_puts:
+                self.advance_watermark(event_time_ms)
+        self._pending[record.article_id] = Stored(record, seq, gen)
+
+    def advance_watermark(self, time_ms: int) -> None:
+        """Move the watermark to `time_ms` when that is later (never past the clamp limit)."""
+        self._check()
+        time_ms = min(time_ms, self._time_limit)
+        if self._watermark is None or time_ms > self._watermark:
+            self._watermark = time_ms
+
+    def set_position(self, key: str, next_offset: int) -> None:
+        self._check()
+        self._positions[key] = next_offset
+
+    def commit(self, expire: bool = False) -> None:
+        """Write everything of this batch in ONE atomic WriteBatch, then update the caches
+        (`IndexStore._write` says in what order and why).
+
+        With `expire`, the same as `commit()` then `expire()`, except that what that expiry
+        would drop at once is never written. A replay of history moves the watermark by
+        months per batch: written, every group of segments it passed would cost a column
+        family created and dropped again.
+        """
+        self._check()
+        seg_ms, gen_ms = self._segment_ms, self._generation_ms
+        cut = None
+        if expire and self._watermark is not None:
+            cut = self._watermark - self._retention_ms
+        by_segment: dict[int, list[int]] = defaultdict(list)
+        row_ids = self._row_id
+        for i, (seq, article_id, sid) in enumerate(
+            zip(self._row_seq, row_ids, self._row_segment, strict=True)
+        ):
+            # A row replaced later in this same batch is never written.
+            if self._pending[article_id].seq == seq and (cut is None or (sid + 1) * seg_ms > cut):
+                by_segment[sid].append(i)
+        all_fp = np.array(self._row_fp, dtype=np.uint64)
+        all_seq = np.array(self._row_seq, dtype=np.uint64)
+        rows = {
+            sid: SegmentRows(all_fp[idx], all_seq[idx], [row_ids[i].encode() for i in idx])
+            for sid, idx in by_segment.items()
+        }
+        idx = sorted(i for ids in by_segment.values() for i in ids)
+        added = TableRows(
+            all_fp[idx], np.array(self._row_segment, dtype=np.int64)[idx], all_seq[idx]
+        )
+        kept = self._pending
+        if cut is not None:
+            kept = {a: s for a, s in kept.items() if (s.generation + 1) * gen_ms > cut}
+        records = RecordWrites(
+            [article_id.encode() for article_id in kept],
+            [enc.encode_record(stored.record, stored.seq) for stored in kept.values()],
+            [stored.generation for stored in kept.values()],
+        )
+        try:
+            self._index.write(
+                Commit(
+                    rows,
+                    added,
+                    self._dead_rows,
+                    self._dead_records,
+                    records,
+                    self._positions,
+                    self._watermark,
+                    self._next_seq,
+                )
+            )
+        finally:
+            self._close()
+        if expire:
+            self._index.expire()
+
+    def abort(self) -> None:
+        if self._open:
+            self._close()
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None and self._open:
+            self.commit()
+        else:
+            self.abort()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        # Closing the store aborts its open batch, so this one flag covers both.
+        if not self._open:
+            raise IndexStateError("this batch is finished (committed or aborted), or closed")
+
+    def _close(self) -> None:
+        self._open = False
+        self._index.finished(self)
+
+    def _window_start(self) -> int | None:
+        if self._watermark is None:
+            return None
+        return self._watermark - self._retention_ms
+
+    def _current(self, article_id: str) -> Stored | None:
+        if article_id in self._pending:
+            return self._pending[article_id]
+        if article_id not in self._committed:
+            self._committed[article_id] = self._index.read(article_id)
+        return self._committed[article_id]
+
+    def _forget_committed(self, article_id: str) -> None:
+        """Schedule the deletion of the committed row and record this put replaces."""
+        committed = self._current(article_id)
+        if committed is None:
+            return
+        if committed.seq is not None:
+            segment = committed.record.event_time_ms // self._segment_ms
+            self._dead_rows.append(DeadRow(segment, committed.seq))
+        self._dead_records.append(DeadRecord(committed.generation, article_id.encode()))
+
+    def _collect(self, simhashes: list[int]) -> None:
+        """Committed neighbours of `simhashes`, with their article ids and records fetched."""
+        found = self._index.nearest(simhashes)
+        unknown = [
+            hit.article_id
+            for hits in found
+            for hit in hits
+            if hit.article_id not in self._committed
+        ]
+        if unknown:
+            records = self._index.read_many(unknown)
+            for article_id in unknown:
+                self._committed[article_id] = records.get(article_id)
+        for simhash, hits in zip(simhashes, found, strict=True):
+            self._hits[simhash] = hits

@@ -1,0 +1,199 @@
+"""The bulk load: many records turned into one `Commit` in one pass over numpy arrays.
+
+`IndexStore.bulk_put` reads the committed records of the ids and writes what `plan` returns;
+this module only computes, it never touches RocksDB. It may import indexstore.encoding,
+.commit, .model, .errors and .rocksdb_errors, nothing of the store or of `Batch`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from indexstore import encoding as enc
+from indexstore.commit import (
+    Commit,
+    DeadRecord,
+    DeadRow,
+    RecordWrites,
+    SegmentRows,
+    StoredBytes,
+    TableRows,
+)
+from indexstore.errors import IndexStoreError
+from indexstore.model import RecordColumns
+from indexstore.rocksdb_errors import RocksDBErrors
+
+# The columns of a `RecordColumns` in `ArticleRecord` field order, as `enc.encode_records`
+# takes them; their element types differ by column.
+Columns = tuple[Sequence[Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """What the bulk load needs of the committed index: its geometry and its state."""
+
+    segment_ms: int
+    generation_ms: int
+    retention_ms: int
+    watermark: int | None
+    next_seq: int
+    time_limit: int  # event times beyond this (now + skew) are clamped to it
+
+
+@dataclass(frozen=True, slots=True)
+class BulkWrite:
+    """The commit of a bulk load, and how many of its records it writes (repeats included)."""
+
+    commit: Commit
+    written: int
+
+
+def validate_columns(columns: RecordColumns) -> None:
+    """`Batch.put`'s checks, over whole columns at C speed."""
+    n = len(columns.article_id)
+    for field in dataclasses.fields(columns):
+        size = len(getattr(columns, field.name))
+        if size != n:
+            raise IndexStoreError(f"column {field.name} has {size} entries, article_id has {n}")
+    if not n:
+        return
+    bad = set(map(len, columns.content_hash)) - {16}
+    if bad:
+        raise IndexStoreError(f"content_hash must be 16 bytes, got {min(bad)}")
+    low, high = min(columns.simhash), max(columns.simhash)
+    if low < 0 or high >= 2**64:
+        raise IndexStoreError(
+            f"simhash must be an unsigned 64-bit int, got {low if low < 0 else high}"
+        )
+    longest = max(map(len, columns.sketch))
+    if longest > enc.MAX_SKETCH_BYTES:
+        raise IndexStoreError(f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {longest}")
+
+
+def plan(
+    columns: RecordColumns,
+    committed: Mapping[str, StoredBytes],
+    state: IndexState,
+    positions: Mapping[str, int],
+    *,
+    skip_unchanged: bool,
+    errors: RocksDBErrors,
+) -> BulkWrite:
+    """The commit that writes `columns` as `IndexStore.bulk_put` documents; `committed` holds
+    the current records of the ids, `errors` translates a committed record that does not
+    decode."""
+    cols: Columns = tuple(getattr(columns, f.name) for f in dataclasses.fields(columns))
+    ids = list(columns.article_id)
+    # Ids in order of first appearance; each with the index of its last record.
+    last = dict(zip(ids, range(len(ids)), strict=True))
+    times = np.minimum(np.array(columns.event_time_ms, dtype=np.int64), state.time_limit)
+    if skip_unchanged:
+        keep = _changed(cols, times, committed)
+        if len(keep) < len(ids):
+            cols = tuple([column[i] for i in keep] for column in cols)
+            ids = [ids[i] for i in keep]
+            times = times[keep]
+            last = dict(zip(ids, range(len(ids)), strict=True))
+    n = len(ids)
+    keys = [a.encode() for a in ids]
+    if not n:
+        nothing = Commit(
+            {}, None, [], [], RecordWrites([], [], []), positions, state.watermark, state.next_seq
+        )
+        return BulkWrite(nothing, 0)
+    seg_ms, gen_ms = state.segment_ms, state.generation_ms
+    # The watermark each record meets is the greatest time before it: a late record is
+    # older than that minus the window, so it never moves the watermark either.
+    before = np.empty(n, dtype=np.int64)
+    before[1:] = np.maximum.accumulate(times[:-1])
+    known = np.ones(n, dtype=bool)
+    if state.watermark is None:
+        known[0] = False
+        before[0] = times[0]
+    else:
+        before[0] = state.watermark
+        np.maximum(before, state.watermark, out=before)
+    start = before - state.retention_ms
+    late = known & (times < start)
+    gens = np.where(known, np.maximum(times, start), times) // gen_ms
+    searchable = ~late
+    seqs = state.next_seq + np.cumsum(searchable, dtype=np.int64) - 1
+    final = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    written = np.zeros(n, dtype=bool)
+    written[final] = True
+    new_rows = np.flatnonzero(written & searchable)
+    fps = np.array(cols[1], dtype=np.uint64)
+    row_segs = times[new_rows] // seg_ms
+    row_seqs = seqs[new_rows].astype(np.uint64)
+    order = np.argsort(row_segs, kind="stable")
+    bounds = np.flatnonzero(np.diff(row_segs[order])) + 1
+    rows = {}
+    for part in np.split(order, bounds) if len(order) else []:
+        at = new_rows[part]
+        rows[int(row_segs[part[0]])] = SegmentRows(
+            fps[at], row_seqs[part], [keys[i] for i in at.tolist()]
+        )
+    added = TableRows(fps[new_rows], row_segs, row_seqs)
+    dead_rows = []
+    dead_records = []
+    for article_id, stored in committed.items():
+        if article_id not in last:
+            continue
+        with errors:
+            event_time, seq = enc.record_row(stored.value)
+        if seq is not None:
+            dead_rows.append(DeadRow(event_time // seg_ms, seq))
+        dead_records.append(DeadRecord(stored.generation, article_id.encode()))
+    picked = final.tolist()
+    final_seqs = [
+        None if is_late else seq
+        for is_late, seq in zip(late[final].tolist(), seqs[final].tolist(), strict=True)
+    ]
+    # Usually no id repeats within a chunk: every record is written, nothing to pick.
+    repeats = len(picked) < n
+    values = enc.encode_records(
+        tuple([column[i] for i in picked] for column in cols) if repeats else cols,
+        times[final].tolist(),
+        final_seqs,
+    )
+    records = RecordWrites([keys[i] for i in picked], values, gens[final].tolist())
+    watermark = int(times.max())
+    if state.watermark is not None:
+        watermark = max(watermark, state.watermark)
+    commit = Commit(
+        rows,
+        added,
+        dead_rows,
+        dead_records,
+        records,
+        positions,
+        watermark,
+        state.next_seq + int(searchable.sum()),
+    )
+    return BulkWrite(commit, n)
+
+
+def _changed(cols: Columns, times: np.ndarray, committed: Mapping[str, StoredBytes]) -> list[int]:
+    """Indices of the records that differ from their id's current record when their turn
+    comes: the committed one, or the last record before them that was kept."""
+    n = len(cols[0])
+    # Compared as given, but a kept record becomes current as written (time clamped).
+    given = enc.encode_records(cols, cols[3], [None] * n)
+    current = {a: enc.record_identity(stored.value) for a, stored in committed.items()}
+    keep = []
+    for i, (article_id, value, event_time, written_time) in enumerate(
+        zip(cols[0], given, cols[3], times.tolist(), strict=True)
+    ):
+        identity = enc.record_identity(value)
+        if current.get(article_id) != identity:
+            keep.append(i)
+            if written_time != event_time:
+                row = tuple([column[i]] for column in cols)
+                identity = enc.record_identity(enc.encode_records(row, [written_time], [None])[0])
+            current[article_id] = identity
+    return keep

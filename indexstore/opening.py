@@ -1,0 +1,165 @@
+"""Opening an index directory: what it must be, and what it holds, found without searching.
+
+It refuses a directory that is not an index (or is in use or damaged), derives the metadata
+an index of given options has, and scans the column families into the store's catalog:
+groups of segments, segments with their blob keys and row counts, article generations, and
+the committed rows for the search tables; indexstore.catalog keeps them from then on. It may
+import rocksdict, numpy and indexstore.encoding, .errors, .model, .commit, .catalog and
+.rocksdb_errors; nothing of the store or its writers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import rocksdict
+
+from indexstore import encoding as enc
+from indexstore.catalog import Generation, Group, Segment
+from indexstore.commit import TableRows
+from indexstore.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexStoreError
+from indexstore.model import IndexOptions
+from indexstore.rocksdb_errors import index_error
+
+# Segments share a column family per group: creating one costs ~80 ms (RocksDB rewrites its
+# OPTIONS file and syncs the MANIFEST), which made replays of history with 1 h segments spend
+# most of their time creating column families. A window holds about this many groups, so
+# range-deleted segments wait at most a quarter of the window for their group to be dropped.
+GROUPS_PER_WINDOW = 4
+
+
+@dataclass(slots=True)
+class Found:
+    """The column families found at open, and the committed rows (None: not kept)."""
+
+    groups: dict[int, Group]
+    segments: dict[int, Segment]
+    generations: dict[int, Generation]
+    rows: TableRows | None
+
+
+def validate(options: IndexOptions) -> None:
+    if not 0 <= options.max_distance < 64:
+        raise IndexStoreError(f"max_distance must be in 0..63, got {options.max_distance}")
+    for name in ("segment_ms", "retention_ms", "expected_articles", "memory_bytes"):
+        if getattr(options, name) <= 0:
+            raise IndexStoreError(f"{name} must be positive, got {getattr(options, name)}")
+    if options.future_skew_ms < 0:
+        raise IndexStoreError(f"future_skew_ms must be >= 0, got {options.future_skew_ms}")
+
+
+def open_database(path: Path, opts: rocksdict.Options, read_only: bool) -> rocksdict.Rdict:
+    """RocksDB in `path`, every column family opened with `opts`; created when `path` is
+    missing or empty (unless `read_only`)."""
+    exists = (path / "CURRENT").exists()
+    if not exists and any(path.glob("MANIFEST-*")):
+        raise IndexCorruptError("its CURRENT file is missing", path)
+    if read_only and not exists:
+        raise IndexFormatError(f"no index in {path}: the directory has no RocksDB database")
+    if not exists and path.exists() and any(path.iterdir()):
+        raise IndexFormatError(
+            f"{path} is not empty and holds no index; point the index at an empty directory"
+        )
+    try:
+        names = rocksdict.Rdict.list_cf(str(path)) if exists else ["default"]
+        families = {name: opts for name in names if name != "default"}
+        if not read_only:
+            return rocksdict.Rdict(str(path), opts, column_families=families)
+        access = rocksdict.AccessType.read_only()
+        return rocksdict.Rdict(str(path), opts, column_families=families, access_type=access)
+    except Exception as e:
+        # "Corruption: block checksum mismatch" mentions a lock too.
+        if "lock" in str(e).lower() and "Corruption" not in str(e):
+            raise IndexLockedError(
+                f"the index in {path} is in use by another process (RocksDB LOCK is held); "
+                "stop that process or use another state directory"
+            ) from e
+        error = index_error(path, e)
+        if error is None:
+            raise IndexStoreError(f"cannot open the index in {path}: {e}") from e
+        raise error from e
+
+
+def wanted_meta(options: IndexOptions) -> enc.Meta:
+    """The metadata of an index created with `options`."""
+    # Article generations are whole numbers of segments, so a generation is dropped
+    # only after every segment that can point at its records is dropped.
+    generation_ms = -(-options.retention_ms // options.segment_ms) * options.segment_ms
+    group_segments = max(1, generation_ms // options.segment_ms // GROUPS_PER_WINDOW)
+    return enc.Meta(
+        options.max_distance,
+        options.segment_ms,
+        group_segments * options.segment_ms,
+        generation_ms,
+    )
+
+
+def check_compatible(path: Path, stored: enc.Meta, wanted: enc.Meta) -> None:
+    if stored.max_distance != wanted.max_distance:
+        raise IndexFormatError(
+            f"the index in {path} was built with max_distance={stored.max_distance}, not "
+            f"{wanted.max_distance}; set max_distance back or rebuild the index in a new directory"
+        )
+    if stored.segment_ms != wanted.segment_ms:
+        raise IndexFormatError(
+            f"the index in {path} was built with segments of {stored.segment_ms} ms, not "
+            f"{wanted.segment_ms} ms; set the segment width back or use a new directory"
+        )
+
+
+def read_positions(db: rocksdict.Rdict) -> dict[str, int]:
+    """The committed input positions: key -> next offset to read."""
+    positions: dict[str, int] = {}
+    it = db.iter()
+    it.seek(enc.POSITION_PREFIX)
+    while it.valid() and it.key().startswith(enc.POSITION_PREFIX):
+        positions[enc.position_name(it.key())] = enc.decode_u64(it.value())
+        it.next()
+    del it
+    return positions
+
+
+def scan(db: rocksdict.Rdict, path: Path, *, keep_rows: bool) -> Found:
+    """Every group, segment and generation in `db`; with `keep_rows`, the committed rows too
+    (a read-only store cannot search: it only counts them)."""
+    found = Found({}, {}, {}, None)
+    fps: list[np.ndarray] = []
+    segs: list[np.ndarray] = []
+    seqs: list[np.ndarray] = []
+    for name in rocksdict.Rdict.list_cf(str(path)):
+        parsed = enc.parse_cf(name)
+        if parsed is None:
+            continue
+        kind, number = parsed
+        cf = db.get_column_family(name)
+        handle = db.get_column_family_handle(name)
+        if kind == "articles":
+            found.generations[number] = Generation(number, cf, handle)
+            continue
+        group = found.groups[number] = Group(number, cf, handle)
+        it = cf.iter()
+        it.seek(enc.BLOB_PREFIX)
+        while it.valid() and it.key().startswith(enc.BLOB_PREFIX):
+            sid = enc.blob_segment(it.key())
+            segment = found.segments.get(sid)
+            if segment is None:
+                segment = found.segments[sid] = Segment(sid, group)
+            if it.key() == enc.replaced_key(sid):
+                segment.rows -= enc.decode_u64(it.value())
+                it.next()
+                continue
+            f, s = enc.decode_blob(it.value())
+            segment.blobs.append(it.key())
+            segment.rows += len(f)
+            segment.stored += len(f)
+            if keep_rows:
+                fps.append(f)
+                seqs.append(s)
+                segs.append(np.full(len(f), sid, dtype=np.int64))
+            it.next()
+        del it
+    if fps:
+        found.rows = TableRows(np.concatenate(fps), np.concatenate(segs), np.concatenate(seqs))
+    return found
