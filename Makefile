@@ -18,9 +18,9 @@ SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
 LINT_PATHS := consumer indexstore tests docs scripts/decision-frontier scripts/compare-fingerprinting
-# Type-checked with mypy --strict ([tool.mypy] in pyproject.toml); the rest is not annotated
-# throughout yet.
-TYPED_PATHS := indexstore
+# Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index and the Kafka loop;
+# the rest is not annotated throughout yet.
+TYPED_PATHS := indexstore consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol, final
+from typing import Any, Protocol, final
 
 from confluent_kafka import (
     Consumer,
@@ -367,16 +367,20 @@ class Checkpoint:
         timestamp_ms: int | None = None,
     ) -> None:
         """Queue one record: every output of every role goes through here."""
-        where: dict[str, int] = {} if partition is None else {"partition": partition}
+        # librdkafka's own choice where these are not given: the partitioner, the time now.
+        where: dict[str, Any] = {} if partition is None else {"partition": partition}
         if timestamp_ms is not None:
             where["timestamp"] = timestamp_ms
+        record_headers: list[tuple[str, str | bytes | None]] | None = (
+            None if headers is None else list(headers)
+        )
         while True:
             try:
                 self.producer.produce(
                     topic,
                     value=value,
                     key=key,
-                    headers=headers,
+                    headers=record_headers,
                     on_delivery=on_delivery or self._on_delivery,
                     **where,
                 )
@@ -391,12 +395,14 @@ class Checkpoint:
                 raise OutputFailed(error.str(), topic, error.code()) from None
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        topic, partition, offset = message.topic() or "", message.partition(), message.offset()
         if error is not None:
-            self._delivery_errors.append((error, message.topic()))
+            self._delivery_errors.append((error, topic))
             return
-        where = (message.topic(), message.partition())
-        if message.offset() > self._delivered.get(where, -1):
-            self._delivered[where] = message.offset()
+        if partition is None or offset is None:  # a delivered record has both
+            return
+        if offset > self._delivered.get((topic, partition), -1):
+            self._delivered[(topic, partition)] = offset
 
     def _delivery_failure(self) -> OutputFailed:
         (error, topic), self._delivery_errors = self._delivery_errors[0], []

@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
@@ -24,6 +25,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
@@ -164,7 +166,8 @@ class Service:
     # -- startup ---------------------------------------------------------------------------
 
     def _serve(self) -> None:
-        self._admin = AdminClient({**admin_config(self.config.kafka), "error_cb": self._on_error})
+        settings: dict[str, Any] = {**admin_config(self.config.kafka), "error_cb": self._on_error}
+        self._admin = AdminClient(settings)
         self.runtime.admin = self._admin
         try:
             self._serve_with(self._admin)
@@ -297,30 +300,35 @@ class Service:
             self.stage.housekeeping()
             self._log_throughput(time.monotonic())
 
-    def _valid_records(self, records: Sequence) -> tuple[list[Message], set[int]]:
+    def _valid_records(self, records: Sequence[KafkaMessage]) -> tuple[list[Message], set[int]]:
         """The messages polled, and the partitions whose last word was that they reached
         their end."""
         messages = []
         at_end: set[int] = set()
         for record in records:
             error = record.error()
+            topic, partition, offset = record.topic(), record.partition(), record.offset()
             if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(record.partition())
+                if error.code() == KafkaError._PARTITION_EOF and partition is not None:
+                    at_end.add(partition)
                 elif error.fatal() or error.code() in _CONSUMER_FATAL_CODES:
                     self._fatal = error.str()
                 else:
                     log_event(log, logging.WARNING, "consume error", error=error.str())
                 continue
-            at_end.discard(record.partition())
+            if topic is None or partition is None or offset is None:
+                continue  # only events lack them, and events carry an error
+            at_end.discard(partition)
             ts_type, ts = record.timestamp()
+            # A consumed record's headers are (name, bytes or None) pairs.
+            headers = cast(tuple[tuple[str, bytes], ...], tuple(record.headers() or ()))
             messages.append(
                 Message(
                     key=record.key(),
                     value=record.value(),
-                    source=Source(record.topic(), record.partition(), record.offset()),
+                    source=Source(topic, partition, offset),
                     timestamp_ms=wall_clock_ms() if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
-                    headers=tuple(record.headers() or ()),
+                    headers=headers,
                 )
             )
         return messages, at_end
