@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -51,6 +52,16 @@ def decision_outputs(decided: DecidedBatch, topic: str) -> Outputs:
     return Outputs(decided.index_batch, records, decided.rejections, decided.stage_seconds)
 
 
+@dataclass(slots=True)
+class _InFlight:
+    """A polled batch the workers are fingerprinting while older ones are decided."""
+
+    messages: list[Message]
+    results: Iterator[list[Analyzed | Invalid]]
+    at_end: set[int]  # partitions whose end the poll reached, after these records
+    backlog: bool  # the poll was full: the broker holds more right now
+
+
 class AllStage:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -63,6 +74,7 @@ class AllStage:
         self._paused: set[int] = set()
         self._lag_at_assign: dict[int, bool] = {}
         self._fingerprint_seconds = 0.0
+        self._in_flight: _InFlight | None = None
         self._store: IndexStore | None = None
         self._pipeline: Pipeline | None = None
         self._input_partitions = 0
@@ -161,7 +173,9 @@ class AllStage:
             )
 
     def released(self, partitions: list[TopicPartition]) -> None:
-        # What was queued for these partitions is read again by their next owner.
+        # What was queued for these partitions is read again by their next owner; the batch
+        # in flight is queued first, so none of it lands in a queue assigned afresh.
+        self._settle()
         self._order.revoke(p.partition for p in partitions)
         self._paused.difference_update(p.partition for p in partitions)
 
@@ -183,31 +197,52 @@ class AllStage:
     # -- the batch ----------------------------------------------------------------------------
 
     def take(self, consumer: Consumer, messages: list[Message], at_end: set[int]) -> None:
-        """Fingerprint what was polled and queue it by partition."""
-        order = self._order
+        """Queue the batch polled before (its fingerprints are done by now, or nearly) and
+        start the workers on this one: they fingerprint it while what is queued is decided."""
+        self._settle()
         if messages:
             assert self._pipeline is not None
-            t0 = time.perf_counter()
-            results = self._pipeline.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
-            self._fingerprint_seconds += time.perf_counter() - t0
-            for message, result in zip(messages, results, strict=True):
-                if isinstance(result, Analyzed):
-                    # Only a rejection's value is needed again (for the DLQ).
-                    message = dataclasses.replace(message, value=None)
-                order.add(
-                    message.source.partition,
-                    (message, result),
-                    time_of(result),
-                    message.timestamp_ms,
-                )
-        for partition in at_end:
-            order.caught_up(partition)
+            self._in_flight = _InFlight(
+                messages,
+                self._pipeline.analyze(messages),
+                at_end,
+                backlog=len(messages) >= self.config.kafka.batch_max_messages,
+            )
+            self._order.expect({m.source.partition for m in messages}, True)
+        else:
+            for partition in at_end:
+                self._order.caught_up(partition)
         self._flow_control(consumer)
         self._note_lag(consumer)
 
+    def _settle(self) -> None:
+        """Queue the batch in flight by partition, once the workers have fingerprinted it."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return
+        order = self._order
+        t0 = time.perf_counter()
+        results = [r for chunk in in_flight.results for r in chunk]
+        self._fingerprint_seconds += time.perf_counter() - t0
+        for message, result in zip(in_flight.messages, results, strict=True):
+            if isinstance(result, Analyzed):
+                # Only a rejection's value is needed again (for the DLQ).
+                message = dataclasses.replace(message, value=None)
+            order.add(
+                message.source.partition, (message, result), time_of(result), message.timestamp_ms
+            )
+        order.expect({m.source.partition for m in in_flight.messages}, False)
+        for partition in in_flight.at_end:
+            order.caught_up(partition)
+
     def next_work(self, limit: int) -> Work | None:
-        """What the event-time order releases now."""
+        """What the event-time order releases now. When it releases nothing, the batch in
+        flight is waited for, unless the last poll was full: then more is waiting on the
+        broker, and reading it while the workers finish keeps both sides busy."""
         released = list(self._order.release(limit))
+        if not released and self._in_flight is not None and not self._in_flight.backlog:
+            self._settle()
+            released = list(self._order.release(limit))
         if not released:
             return None
         entries = [Ordered(*r.item, r.time_ms) for r in released]
@@ -228,7 +263,8 @@ class AllStage:
         """Read again from the failed batch's first message in each partition, and from the
         first queued one in the others; the queues start over."""
         first = {p: entry[0].source for p, entry in self._order.first_queued().items()}
-        for m in work.messages:
+        in_flight, self._in_flight = self._in_flight, None  # read again, from the broker
+        for m in (*work.messages, *(in_flight.messages if in_flight else ())):
             first[m.source.partition] = min(
                 first.get(m.source.partition, m.source), m.source, key=lambda s: s.offset
             )
