@@ -1,8 +1,9 @@
 """`newsdedup run` (`--role all`): the whole pipeline in one process, as a `Stage` of the loop.
 
-Polled messages are fingerprinted at once (the worker pool) and queued per partition; they
-are decided in event-time order (eventtime.py) against the one index, whose batch, decisions
-and dead letters the checkpoint then makes durable.
+Polled messages are fingerprinted by the worker pool and queued per partition; they are
+decided in event-time order (eventtime.py) against the one index, whose batch, decisions and
+dead letters the checkpoint then makes durable. Under a backlog the workers fingerprint the
+next poll while the last one is decided and committed.
 """
 
 from __future__ import annotations
