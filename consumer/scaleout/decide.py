@@ -375,8 +375,11 @@ class DecideStage:
         for partition in owned:
             self._restore(partition)
             metrics.restoring_partitions.dec()
+        committed = self._committed(consumer, partitions)
+        if committed is None:
+            return  # stopping: nothing is decided from these partitions
         # Where each partition's last commit stands, and what it says was decided above it.
-        for tp in self._committed(consumer, partitions):
+        for tp in committed:
             offset = tp.offset if tp.offset >= 0 else 0
             self.sequencer.assign(tp.partition, offset, tp.metadata)
             self._last_commits.pop(tp.partition, None)
@@ -385,24 +388,16 @@ class DecideStage:
 
     def _committed(
         self, consumer: Consumer, partitions: list[TopicPartition]
-    ) -> list[TopicPartition]:
-        """The group's committed offsets (and metadata) of `partitions`. Pending transactional
-        offsets of a predecessor hold the answer up until its transaction ends: ask again."""
-        delay = 1.0
-        while True:
-            try:
-                return consumer.committed(partitions, timeout=30.0)
-            except KafkaException as e:
-                self.runtime.check_fatal()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "cannot read the committed offsets yet; retrying",
-                    error=e.args[0].str(),
-                    retry_in_s=delay,
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+    ) -> list[TopicPartition] | None:
+        """The group's committed offsets (and metadata) of `partitions`; None when asked to
+        stop meanwhile. Pending transactional offsets of a predecessor hold the answer up until
+        its transaction ends: ask again."""
+        return self.runtime.retry(
+            lambda: consumer.committed(partitions, timeout=30.0),
+            log,
+            "cannot read the committed offsets yet; retrying",
+            max_delay_s=10.0,
+        )
 
     def released(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

@@ -39,7 +39,6 @@ _STATS_REFRESH_S = 10.0
 _RELEASE_MEMORY_S = 30.0
 # A partition's queue is fetched no further past this many batches (AllStage._flow_control).
 _QUEUED_BATCHES = 4
-_MAX_BACKOFF_S = 30.0
 
 
 def decision_outputs(decided: DecidedBatch, topic: str) -> Outputs:
@@ -113,29 +112,18 @@ class AllStage:
         from consumer.stream.replay import replay_feed
 
         runtime = self.runtime
-        assert self._store is not None and runtime.analyzer is not None
+        store, analyzer = self._store, runtime.analyzer
+        assert store is not None and analyzer is not None
         runtime.health.waiting_for = "the index to be rebuilt from the feed"
         log_event(log, logging.INFO, "checking the index against the group's committed offsets")
-        delay = 1.0
-        while True:
-            try:
-                result = replay_feed(
-                    self.config, self._store, self._input_partitions, analyzer=runtime.analyzer
-                )
-                break
-            except KafkaException as e:
-                # The broker is away, or the group's offsets are still settling.
-                runtime.check_fatal()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "cannot compare the index with the group's committed offsets yet; retrying",
-                    error=e.args[0].str(),
-                    retry_in_s=delay,
-                )
-                if runtime.stop.wait(delay):
-                    return
-                delay = min(delay * 2, _MAX_BACKOFF_S)
+        result = runtime.retry(
+            lambda: replay_feed(self.config, store, self._input_partitions, analyzer=analyzer),
+            log,
+            # The broker is away, or the group's offsets are still settling.
+            "cannot compare the index with the group's committed offsets yet; retrying",
+        )
+        if result is None:
+            return  # asked to stop
         if result.messages or result.lost:
             log_event(
                 log,
