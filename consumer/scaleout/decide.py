@@ -30,7 +30,6 @@ from consumer.config import Config
 from consumer.deciding.decision import Decision
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, match_rules
 from consumer.ops.logs import log_event
-from consumer.ops.memory import release_free_memory
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.changelog import restore_partition
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
@@ -48,6 +47,7 @@ from consumer.stream.clients import consumer_config, ensure_output_topics, topic
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
+from consumer.stream.state import IndexUpkeep
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
@@ -207,7 +207,7 @@ class DecideStage:
         self._last_progress_look = float("-inf")
         self._overflow_seen = 0
         self._overflow_logged_at = float("-inf")
-        self._last_stats = 0.0
+        self._upkeep = IndexUpkeep(self.stores.all_stores, runtime.metrics, log)
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -384,7 +384,7 @@ class DecideStage:
             self.sequencer.assign(tp.partition, offset, tp.metadata)
             self._last_commits.pop(tp.partition, None)
         self._last_progress_look = float("-inf")
-        self._refresh_index_stats()
+        self._upkeep.refresh_gauges()
 
     def _committed(
         self, consumer: Consumer, partitions: list[TopicPartition]
@@ -440,30 +440,7 @@ class DecideStage:
     # -- housekeeping ----------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        now = time.monotonic()
-        metrics = self.runtime.metrics
-        for s in self.stores.all_stores():
-            if s.expiry_due():
-                dropped = s.expire()
-                if dropped:
-                    metrics.segments_expired.inc(len(dropped))
-                    log_event(log, logging.INFO, "segments expired", segments=dropped)
-        if now - self._last_stats >= 10.0:
-            self._refresh_index_stats()
-            release_free_memory()  # as the single-process service does (consumer/ops/memory.py)
-
-    def _refresh_index_stats(self) -> None:
-        self._last_stats = time.monotonic()
-        articles = segments = disk = 0
-        for s in self.stores.all_stores():
-            stats = s.stats()
-            articles += stats.articles
-            segments += len(stats.segments)
-            disk += stats.disk_bytes
-        metrics = self.runtime.metrics
-        metrics.index_articles.set(articles)
-        metrics.index_segments.set(segments)
-        metrics.index_disk_bytes.set(disk)
+        self._upkeep.between_polls()
 
 
 def decide_service(config: Config, metrics: Metrics | None = None) -> Service:
