@@ -93,8 +93,10 @@ class DecideBatch:
             Record(output_topic, d.id.encode("utf-8"), d.to_bytes())
             for d in (*self.outcomes, *self.corrections)
         ]
+        # Where they land is written into the stores (Decider.delivered).
         records += [
-            Record(changelog_topic, c.key, c.value, partition=c.partition) for c in self.changes
+            Record(changelog_topic, c.key, c.value, partition=c.partition, report_offset=True)
+            for c in self.changes
         ]
         return Outputs(self.index_batch, records, [], self.stage_seconds)
 
