@@ -22,25 +22,20 @@ from confluent_kafka.admin import AdminClient
 from consumer.deciding.article import Analyzed
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
-from consumer.ops.memory import release_free_memory
 from consumer.stream.checkpoint import Delivered, Outputs, Record
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.eventtime import EventTimeOrder, time_of
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
 from consumer.stream.stage import Runtime, Work, count_decisions, next_offsets, serving
-from consumer.stream.state import open_index
+from consumer.stream.state import IndexUpkeep, open_index
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 
 log = logging.getLogger("newsdedup.service")
 
-_STATS_REFRESH_S = 10.0
-# How often freed memory is handed back to the OS (consumer/ops/memory.py says why).
-_RELEASE_MEMORY_S = 30.0
 # A partition's queue is fetched no further past this many batches (AllStage._flow_control).
 _QUEUED_BATCHES = 4
-_MAX_BACKOFF_S = 30.0
 
 
 def decision_outputs(decided: DecidedBatch, topic: str) -> Outputs:
@@ -79,8 +74,7 @@ class AllStage:
         self._store: IndexStore | None = None
         self._pipeline: Pipeline | None = None
         self._input_partitions = 0
-        self._last_stats = 0.0
-        self._last_memory_release = time.monotonic()
+        self._upkeep = IndexUpkeep(self._stores, runtime.metrics, log)
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -94,7 +88,7 @@ class AllStage:
         ):
             self._store = store
             self._pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
-            self._refresh_index_stats(store)
+            self._upkeep.refresh_gauges()
             with serving(self.runtime, analyzer):
                 yield
 
@@ -114,29 +108,18 @@ class AllStage:
         from consumer.stream.replay import replay_feed
 
         runtime = self.runtime
-        assert self._store is not None and runtime.analyzer is not None
+        store, analyzer = self._store, runtime.analyzer
+        assert store is not None and analyzer is not None
         runtime.health.waiting_for = "the index to be rebuilt from the feed"
         log_event(log, logging.INFO, "checking the index against the group's committed offsets")
-        delay = 1.0
-        while True:
-            try:
-                result = replay_feed(
-                    self.config, self._store, self._input_partitions, analyzer=runtime.analyzer
-                )
-                break
-            except KafkaException as e:
-                # The broker is away, or the group's offsets are still settling.
-                runtime.check_fatal()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "cannot compare the index with the group's committed offsets yet; retrying",
-                    error=e.args[0].str(),
-                    retry_in_s=delay,
-                )
-                if runtime.stop.wait(delay):
-                    return
-                delay = min(delay * 2, _MAX_BACKOFF_S)
+        result = runtime.retry(
+            lambda: replay_feed(self.config, store, self._input_partitions, analyzer=analyzer),
+            log,
+            # The broker is away, or the group's offsets are still settling.
+            "cannot compare the index with the group's committed offsets yet; retrying",
+        )
+        if result is None:
+            return  # asked to stop
         if result.messages or result.lost:
             log_event(
                 log,
@@ -308,26 +291,7 @@ class AllStage:
     # -- between polls --------------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        store = self._store
-        assert store is not None
-        now = time.monotonic()
-        if store.expiry_due():
-            dropped = store.expire()
-            if dropped:
-                self.runtime.metrics.segments_expired.inc(len(dropped))
-                log_event(log, logging.INFO, "segments expired", segments=dropped)
-        if now - self._last_stats >= _STATS_REFRESH_S:
-            self._refresh_index_stats(store)
-        if now - self._last_memory_release >= _RELEASE_MEMORY_S:
-            self._last_memory_release = now
-            release_free_memory()
+        self._upkeep.between_polls()
 
-    def _refresh_index_stats(self, store: IndexStore) -> None:
-        self._last_stats = time.monotonic()
-        stats = store.stats()
-        metrics = self.runtime.metrics
-        metrics.index_articles.set(stats.articles)
-        metrics.index_segments.set(len(stats.segments))
-        metrics.index_disk_bytes.set(stats.disk_bytes)
-        for part, size in store.memory_usage().items():
-            metrics.index_memory_bytes.labels(part).set(size)
+    def _stores(self) -> list[IndexStore]:
+        return [] if self._store is None else [self._store]
