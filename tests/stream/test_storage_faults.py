@@ -25,6 +25,7 @@ from service_support import (
 
 from consumer.bench.scaleout import _produce_changes
 from consumer.config import IndexConfig
+from consumer.deciding import stored
 from consumer.stream.state import index_options
 from indexstore import IndexStore
 
@@ -190,7 +191,8 @@ def test_damaged_state_is_refused_with_one_line_and_rebuilt_from_the_feed(
         for article_id, decision in published.items():
             record = store.get(article_id)
             assert record is not None, article_id
-            assert (record.decision, record.cluster_id, record.matched_id) == (
+            kept = stored.decode(article_id, record.payload)
+            assert (kept.kind.value, kept.cluster_id, kept.matched_id) == (
                 decision["decision"],
                 decision["cluster_id"],
                 decision["matched_id"],
