@@ -116,8 +116,9 @@ def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
         for article_id in ids:
             record = store.get(article_id)
             assert record is not None
-            assert record.decision == decisions[article_id][0]["decision"]
-            assert record.cluster_id == decisions[article_id][0]["cluster_id"]
+            kept = stored.decode(article_id, record.payload)
+            assert kept.kind.value == decisions[article_id][0]["decision"]
+            assert kept.cluster_id == decisions[article_id][0]["cluster_id"]
 
 
 def flip_bytes(path: Path, length: int = 64) -> None:
