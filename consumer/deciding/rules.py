@@ -23,6 +23,7 @@ punctuation, spacing or leftover markup has another content hash but the same le
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from consumer.config import MatchConfig
@@ -141,31 +142,13 @@ def decide(
         simhash=item.simhash,
         content_hash=item.content_hash,
         event_time_ms=result.event_time_ms,
-        payload=b"",
         sketch=item.sketch,
     )
     corrections = _corrections(batch, record, cluster_id, later_originals, source, now_ms)
     if corrections:
         # Named in the record, so a re-delivery (its first outputs lost) publishes them again.
-        decision = StoredDecision(
-            kind,
-            cluster_id,
-            matched_id,
-            distance,
-            result.late,
-            now_ms,
-            tuple(c.id for c in corrections),
-        )
-    batch.put(
-        ArticleRecord(
-            record.article_id,
-            record.simhash,
-            record.content_hash,
-            record.event_time_ms,
-            stored.encode(item.id, decision),
-            record.sketch,
-        )
-    )
+        decision = dataclasses.replace(decision, corrected=tuple(c.id for c in corrections))
+    batch.put(dataclasses.replace(record, payload=stored.encode(item.id, decision)))
     return _decision(record, decision, source, now_ms), corrections
 
 
@@ -217,16 +200,7 @@ def _corrections(
             late=was.late,
             processed_at_ms=now_ms,
         )
-        batch.put(
-            ArticleRecord(
-                record.article_id,
-                record.simhash,
-                record.content_hash,
-                record.event_time_ms,
-                stored.encode(record.article_id, decision),
-                record.sketch,
-            )
-        )
+        batch.put(dataclasses.replace(record, payload=stored.encode(record.article_id, decision)))
         corrected.append(_decision(record, decision, source, now_ms, correction=True))
     return corrected
 
