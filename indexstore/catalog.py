@@ -11,7 +11,7 @@ store does. It may import rocksdict and indexstore.encoding, .commit, .model and
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, cast
 
 import rocksdict
@@ -66,6 +66,7 @@ class Catalog:
 
     __slots__ = (
         "_db",
+        "_decode",
         "_errors",
         "_legacy_upgrade",
         "_meta",
@@ -95,8 +96,12 @@ class Catalog:
         self.groups = groups
         self.segments = segments
         self.generations = generations
-        # Given only for an index of format 3 opened read-only (written ones are migrated).
+        # Given only for an index of format 3 opened read-only (written ones are migrated);
+        # otherwise records decode without a check per record.
         self._legacy_upgrade = legacy_upgrade
+        self._decode: Callable[[str, bytes], tuple[ArticleRecord, int | None]] = (
+            enc.decode_record if legacy_upgrade is None else self._decode_either
+        )
         self._newest_first = self._generation_order()
 
     def column_families(self) -> list[rocksdict.Rdict]:
@@ -125,7 +130,7 @@ class Catalog:
                 found[article_id] = Stored(record, seq, stored.generation)
         return found
 
-    def _decode(self, article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
+    def _decode_either(self, article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
         upgrade = self._legacy_upgrade
         if upgrade is None or enc.record_version(raw) == enc.RECORD_VERSION:
             return enc.decode_record(article_id, raw)
