@@ -1,6 +1,6 @@
 """Types of the compiled probe kernel (indexstore/native/src/lib.rs, built by PyO3), which
 carries none: mypy cannot read a compiled module. Keep this in step with the Rust signature.
-When the kernel is not built, importing it fails and indexstore.tables runs the NumPy
+When the kernel is not built, importing it fails and indexstore.probe runs the NumPy
 reference instead, so the stub never stands in for a missing module at run time."""
 
 import numpy as np

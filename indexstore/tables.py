@@ -10,34 +10,21 @@ A run holds each distinct fingerprint once per table, and table 0 points it at i
 story reposted verbatim c times is one candidate, not c: a query's work grows with the
 distinct fingerprints near it, and a caller that wants only the first few rows of each
 (`per_fingerprint`) gets them without the others being gathered for every query.
+
+The runs' arrays and their merging are runs.py's; the probe of one run, probe.py's.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from indexstore.layout import BUCKET_US, FINGERPRINT_BITS, PROBE_US, SCAN_US, Layout, bucket_bits
-
-# The compiled kernel's signature (indexstore/_probe.pyi): queries, offsets, keys, masks, bits, k.
-ProbeKernel = Callable[
-    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int], tuple[bytes, bytes, bytes]
-]
-
-try:
-    from indexstore._probe import probe as _compiled_probe
-
-    _native_probe: ProbeKernel | None = _compiled_probe
-except ImportError:
-    # Installed from source without cargo: `probe_reference` finds the same hits, slower.
-    _native_probe = None
-
-NATIVE_PROBE = _native_probe is not None
+from indexstore.layout import BUCKET_US, PROBE_US, SCAN_US, Layout
+from indexstore.probe import compare, probe, probe_masks
+from indexstore.runs import Run, make_run, merge
 
 # A new run merges into the previous one while that one is at most this many times larger:
 # keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
@@ -46,46 +33,12 @@ MERGE_RATIO = 2
 # temporary arrays per row, so a restore of hundreds of millions of rows sorts runs of this
 # size and merges them, rather than needing gigabytes for one sort at its end.
 MAX_UNSORTED_ROWS = 1 << 22
-# Queries x rows compared at once by a plain scan: bounds the hits of a chunk (24 B each)
-# when many rows hold one fingerprint.
-SCAN_CHUNK = 1 << 20
 # Rows of dropped segments are marked with this segment id and skipped; the tables are
 # rebuilt without them once they are this share of all rows.
 DEAD = np.iinfo(np.int64).min
 COMPACT_SHARE = 0.25
 
 _EMPTY = np.empty(0, dtype=np.int64)
-_EMPTY_U64 = np.empty(0, dtype=np.uint64)
-_NO_MASK = np.zeros(1, dtype=np.uint64)
-
-
-@dataclass(slots=True)
-class Run:
-    """One run: per table, its distinct permuted fingerprints in ascending order and the
-    start of every bucket (the top `bits` bits of the key) among them; the row ids of table
-    0's entry i are rows[starts[i]:starts[i + 1]], or rows[i] alone when `starts` is None
-    (no fingerprint in the run has two rows: the usual case, which then costs nothing)."""
-
-    perm: list[np.ndarray]
-    offsets: list[np.ndarray]
-    bits: list[int]
-    rows: np.ndarray
-    starts: np.ndarray | None
-
-    @property
-    def size(self) -> int:
-        return len(self.rows)
-
-    def first_rows(self, entries: np.ndarray) -> np.ndarray:
-        """Where the rows of these table 0 entries begin in `rows` (int64)."""
-        if self.starts is None:
-            return entries.astype(np.int64)
-        starts: np.ndarray = self.starts[entries]
-        return starts.astype(np.int64)
-
-    def row_counts(self) -> np.ndarray | None:
-        """The number of rows of each table 0 entry; None if each has one."""
-        return None if self.starts is None else np.diff(self.starts.astype(np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +128,10 @@ class SearchTables:
         fps = np.concatenate([f for _, f in self._unsorted])
         self._unsorted = []
         self._unsorted_rows = 0
-        self.runs.append(self._make_run(rows, fps))
+        self.runs.append(make_run(self.layout, rows, fps))
         while len(self.runs) >= 2 and self.runs[-2].size <= MERGE_RATIO * self.runs[-1].size:
             newer = self.runs.pop()
-            self.runs[-1] = self._merge(self.runs[-1], newer)
+            self.runs[-1] = merge(self.layout, self.runs[-1], newer)
 
     def _reserve(self, needed: int) -> None:
         if needed <= len(self.seg):
@@ -190,61 +143,6 @@ class SearchTables:
             new = np.empty(capacity, dtype=old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
-
-    def _make_run(self, rows: np.ndarray, fps: np.ndarray) -> Run:
-        first = self.layout.tables[0]
-        p0 = first.permute(fps)
-        order = np.argsort(p0)
-        p0, rows = p0[order], rows[order]
-        del order
-        new = np.ones(len(p0), dtype=bool)
-        new[1:] = p0[1:] != p0[:-1]
-        if new.all():
-            starts, distinct = None, p0
-        else:
-            starts = np.append(np.flatnonzero(new), len(p0)).astype(np.uint32)
-            distinct = p0[new]
-        del new
-        fps = first.unpermute(distinct)
-        perm = [distinct] + [np.sort(table.permute(fps)) for table in self.layout.tables[1:]]
-        return self._bucketed(perm, rows, starts)
-
-    def _bucketed(self, perm: list[np.ndarray], rows: np.ndarray, starts: np.ndarray | None) -> Run:
-        offsets, bits = [], []
-        for table, p in zip(self.layout.tables, perm, strict=True):
-            b = bucket_bits(table.key_bits, len(p))
-            counts = np.bincount(_bucket(p, b).astype(np.intp), minlength=1 << b)
-            offsets.append(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
-            bits.append(b)
-        return Run(perm, offsets, bits, rows, starts)
-
-    def _merge(self, older: Run, newer: Run) -> Run:
-        """Merge two runs table by table, releasing each old table once its successor exists,
-        so a merge of the largest runs needs one table's worth of extra memory, not all.
-
-        Both runs are in ascending order, so each newer entry's place is found by a binary
-        search in the older run: O(n) moves and no O(n) index array, unlike sorting the
-        concatenation. A fingerprint in both runs keeps the older entry, which takes the
-        newer one's rows after its own.
-        """
-        perm: list[np.ndarray] = []
-        rows, starts = older.rows, older.starts
-        for t in range(len(self.layout.tables)):
-            old, new = older.perm[t], newer.perm[t]
-            place = np.searchsorted(old, new)
-            shared = place < len(old)
-            shared[shared] = old[place[shared]] == new[shared]
-            if t == 0:
-                rows, starts = _merge_rows(older, newer, place, shared)
-            if shared.any():
-                new, place = new[~shared], place[~shared]
-            # Where the fresh newer entries land among the merged ones.
-            place += np.arange(len(place))
-            perm.append(_interleave(old, new, place))
-            older.perm[t] = newer.perm[t] = _EMPTY_U64
-            older.offsets[t] = newer.offsets[t] = _EMPTY
-            del old, new, place, shared
-        return self._bucketed(perm, rows, starts)
 
     def drop_segments(self, segments: Iterable[int]) -> None:
         """Forget every row of these segments: marked now, removed by a later compaction."""
@@ -274,7 +172,7 @@ class SearchTables:
                 rows.append(new_id[run.rows[mask]])
             self.runs = []
             if live:
-                self.runs.append(self._make_run(np.concatenate(rows), np.concatenate(fps)))
+                self.runs.append(make_run(self.layout, np.concatenate(rows), np.concatenate(fps)))
         else:
             self.fp[:live] = self.fp[: self.n][keep]
         self.seg[:live] = self.seg[: self.n][keep]
@@ -364,7 +262,7 @@ class SearchTables:
                     qp,
                     run.offsets[t],
                     run.perm[t],
-                    _masks(run.bits[t], radius),
+                    probe_masks(run.bits[t], radius),
                     run.bits[t],
                     self.k,
                 )
@@ -440,7 +338,7 @@ class SearchTables:
         qp = self.layout.tables[0].permute(queries)
         found = []
         for run in self.runs:
-            chunks = zip(*_compare(qp, run.perm[0], self.k), strict=True)
+            chunks = zip(*compare(qp, run.perm[0], self.k), strict=True)
             q, entry, d = (np.concatenate(c) for c in chunks)
             if len(q):
                 found.append(self._entry_rows(run, q, entry, d, per_fingerprint))
@@ -460,7 +358,7 @@ class SearchTables:
         found = []
         # All of a query's pairs come in one chunk: the cap is applied chunk by chunk, so a
         # chunk's hits never pile up.
-        for q, i, d in _compare(queries, fps, self.k):
+        for q, i, d in compare(queries, fps, self.k):
             r = rows[i]
             alive = self.seg[r] != DEAD
             q, r, d, i = q[alive], r[alive], d[alive], i[alive]
@@ -478,52 +376,6 @@ class SearchTables:
         return Hits(q[order], r[order], d[order])
 
 
-def _compare(probes: np.ndarray, keys: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, ...]]:
-    """(probe index, key index, distance) of every probe and key within distance k, a chunk
-    of probes at a time: all of a probe's pairs come in one chunk. The probe kernel with one
-    bucket holding every key."""
-    whole = np.array([0, len(keys)], dtype=np.int64)
-    step = max(1, SCAN_CHUNK // max(len(keys), 1))
-    for lo in range(0, len(probes), step):
-        q, i, d = probe(probes[lo : lo + step], whole, keys, _NO_MASK, 0, k)
-        yield q + lo, i, d
-
-
-def _merge_rows(
-    older: Run, newer: Run, place: np.ndarray, shared: np.ndarray
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Table 0's rows and entry starts after a merge, each merged entry's rows the older
-    run's first. Newer entry e sorts after `place[e]` older entries, one more if it is
-    `shared` with one. When no fingerprint has two rows this costs what a merge of rows
-    alone does; otherwise a few more arrays the size of the runs."""
-    if older.starts is None and newer.starts is None and not shared.any():
-        at = place + np.arange(len(place))
-        return _interleave(older.rows, newer.rows, at), None
-    # Older entries at or before each newer one, then the older rows they hold: where each
-    # newer row goes, after as many older rows as that and the newer rows before it.
-    right = place + shared
-    at = older.first_rows(right)
-    counts = newer.row_counts()
-    if counts is not None:
-        at = np.repeat(at, counts)
-    at += np.arange(len(newer.rows))
-    rows = _interleave(older.rows, newer.rows, at)
-    del at
-    # Where each older entry's rows now begin: its own start, plus the rows of the newer
-    # entries sorting before it (those with right <= its index).
-    n_old = len(older.perm[0])
-    newer_before = np.cumsum(np.bincount(right, minlength=n_old + 1)[:n_old])
-    old_starts = newer.first_rows(newer_before)
-    del newer_before
-    old_starts += older.first_rows(np.arange(n_old))
-    # A fresh newer entry's rows begin after the rows of the entries before it in both runs.
-    fresh = np.flatnonzero(~shared)
-    fresh_starts = newer.first_rows(fresh) + older.first_rows(place[fresh])
-    fresh_at = place[fresh] + np.arange(len(fresh))
-    starts = _interleave(old_starts, fresh_starts, fresh_at)
-    return rows, np.append(starts, len(rows)).astype(np.uint32)
-
-
 def _earliest(seq: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
     """Indices of the `limit` smallest `seq` in each group of equal `keys`, grouped in key
     order (the first key sorts first), each group by `seq`."""
@@ -539,92 +391,3 @@ def _earliest(seq: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
     sizes = np.diff(np.append(group_start, len(order)))
     rank = np.arange(len(order)) - np.repeat(group_start, sizes)
     return order[rank < limit]
-
-
-def _interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:
-    """`older` and `newer` in one array, newer[i] at place[i] (ascending), older in the gaps."""
-    out = np.empty(len(older) + len(newer), dtype=older.dtype)
-    gaps = np.ones(len(out), dtype=bool)
-    gaps[place] = False
-    out[place] = newer
-    out[gaps] = older
-    return out
-
-
-def _bucket(permuted: np.ndarray, bits: int) -> np.ndarray:
-    """The top `bits` bits of permuted fingerprints (a shift by 64 is undefined in numpy)."""
-    if not bits:
-        return np.zeros(len(permuted), dtype=np.uint64)
-    return permuted >> np.uint64(FINGERPRINT_BITS - bits)
-
-
-@functools.lru_cache(maxsize=256)
-def _masks(bits: int, radius: int) -> np.ndarray:
-    """Every value of `bits` bits with at most `radius` bits set (XOR masks of the probes)."""
-    masks = [0]
-    for weight in range(1, min(radius, bits) + 1):
-        for chosen in itertools.combinations(range(bits), weight):
-            masks.append(sum(1 << b for b in chosen))
-    return np.array(masks, dtype=np.uint64)
-
-
-def probe(
-    queries: np.ndarray,
-    offsets: np.ndarray,
-    keys: np.ndarray,
-    masks: np.ndarray,
-    bits: int,
-    k: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(query index, key position, distance) of every key of one run of one table within
-    distance k of a query, among the buckets within the probe radius of the query's (its
-    bucket XOR each of `masks`). The native kernel (`indexstore/native/`); `probe_reference`
-    is the same in NumPy, which the tests hold it to, and runs where the kernel is not built."""
-    arrays = (
-        np.ascontiguousarray(queries, dtype=np.uint64),
-        np.ascontiguousarray(offsets, dtype=np.int64),
-        np.ascontiguousarray(keys, dtype=np.uint64),
-        np.ascontiguousarray(masks, dtype=np.uint64),
-    )
-    if _native_probe is None:
-        return probe_reference(*arrays, bits, k)
-    query, position, distance = _native_probe(*arrays, bits, k)
-    return (
-        np.frombuffer(query, dtype=np.int64),
-        np.frombuffer(position, dtype=np.int64),
-        np.frombuffer(distance, dtype=np.int64),
-    )
-
-
-def probe_reference(
-    queries: np.ndarray,
-    offsets: np.ndarray,
-    keys: np.ndarray,
-    masks: np.ndarray,
-    bits: int,
-    k: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`probe` in NumPy, hits in the same order: query after query, mask after mask."""
-    buckets = (_bucket(queries, bits)[:, None] ^ masks[None, :]).ravel()
-    counts, pos = _ranges(offsets, buckets)
-    if not len(pos):
-        return _EMPTY, _EMPTY, _EMPTY
-    # Candidates outnumber hits by far: find which probe a hit came from only for the hits.
-    d = np.bitwise_count(keys[pos] ^ np.repeat(np.repeat(queries, len(masks)), counts))
-    close = np.flatnonzero(d <= k)
-    which = np.searchsorted(np.cumsum(counts), close, side="right")
-    return (which // len(masks)).astype(np.int64), pos[close], d[close].astype(np.int64)
-
-
-def _ranges(offsets: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rows in each probe's bucket, every position in them, probe after probe)."""
-    index = buckets.astype(np.intp)
-    lo = offsets[index]
-    counts = offsets[index + 1] - lo
-    total = int(counts.sum())
-    if not total:
-        return counts, _EMPTY
-    # Position of each candidate: its range start plus its offset inside the range.
-    before = np.cumsum(counts) - counts
-    pos = np.repeat(lo - before, counts) + np.arange(total)
-    return counts, pos

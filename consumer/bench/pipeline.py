@@ -5,7 +5,11 @@ Two measurements per mode, each on fresh topics and a fresh index:
   from its first to its last decision (startup excluded, all processes included);
 - fixed rate: articles produced at R per second while the service runs; latency is each
   decision's Kafka timestamp minus its input message's Kafka timestamp (both CreateTime).
-Peak RSS sums the service and its worker processes, sampled from /proc.
+Peak RSS sums the service and its worker processes, sampled from /proc; so does the CPU time
+behind "articles per CPU-second" (full speed: the CPU the service and its workers spent from
+the first decision to the last), which a busy machine disturbs far less than the wall clock.
+`--service-path` runs the service from another checkout under the same harness, for a before
+and after in one run.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class RunResult:
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     peak_rss_mib: float
+    articles_per_cpu_s: float | None = None  # full speed: decided / the service's CPU seconds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -100,6 +105,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="when --limit exceeds the corpus, repeat it with new ids and a round number in the "
         "title (later rounds are near-duplicates of the first: for memory at a large window, "
         "not a realistic feed)",
+    )
+    p.add_argument(
+        "--service-path",
+        help="run the service from this checkout (put first on its PYTHONPATH; the harness "
+        "stays this one): a before/after in one run",
     )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(handler=run_bench)
@@ -262,6 +272,7 @@ class _Service:
         workers: int,
         state: str,
         scrape: bool = False,
+        service_path: str | None = None,
     ) -> None:
         self.metrics_port = _free_port()
         env = {
@@ -279,9 +290,14 @@ class _Service:
             "NEWSDEDUP_SERVICE_WORKERS": str(workers),
             "NEWSDEDUP_LOG_LEVEL": "WARNING",
         }
+        if service_path:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(Path(service_path).resolve()), os.environ.get("PYTHONPATH")) if p
+            )
         newsdedup = str(Path(sys.executable).parent / "newsdedup")
         self.process = subprocess.Popen([newsdedup, "run"], env=env, stderr=subprocess.PIPE)
         self.peak_rss = 0
+        self.cpu_samples: list[tuple[float, float]] = []  # (wall clock ms, CPU seconds so far)
         self._sampling = True
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
@@ -302,7 +318,17 @@ class _Service:
     def _sample(self) -> None:
         while self._sampling:
             self.peak_rss = max(self.peak_rss, _tree_rss(self.process.pid))
+            self.cpu_samples.append((time.time() * 1000, _tree_cpu_seconds(self.process.pid)))
             time.sleep(0.2)
+
+    def cpu_between(self, first_ms: float, last_ms: float) -> float:
+        """CPU seconds the service spent between two wall-clock times (to the nearest sample
+        outside them: 0.2 s apart, a slight overcount)."""
+        before = [cpu for at, cpu in self.cpu_samples if at <= first_ms]
+        after = [cpu for at, cpu in self.cpu_samples if at >= last_ms]
+        start = before[-1] if before else 0.0
+        end = after[0] if after else (self.cpu_samples[-1][1] if self.cpu_samples else 0.0)
+        return end - start
 
     def stop(self) -> None:
         self._sampling = False
@@ -316,17 +342,35 @@ class _Service:
             raise NewsdedupError(f"the service exited with {self.process.returncode}: {err[-800:]}")
 
 
-def _tree_rss(pid: int) -> int:
-    """RSS in bytes of `pid` and its children (one level: the worker pool). Children of
-    every thread: the service starts its pool from a thread other than the main one."""
-    total = 0
+def _tree(pid: int) -> list[int]:
+    """`pid` and its children (one level: the worker pool). Children of every thread: the
+    service starts its pool from a thread other than the main one."""
     pids = [pid]
     for children in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
             pids += [int(c) for c in children.read_text().split()]
         except OSError:
             continue
-    for p in pids:
+    return pids
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of `pid` and its worker processes so far."""
+    ticks = 0
+    for p in _tree(pid):
+        try:
+            # After the command's closing parenthesis: fields 3 on; utime, stime are 14, 15.
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_rss(pid: int) -> int:
+    """RSS in bytes of `pid` and its worker processes."""
+    total = 0
+    for p in _tree(pid):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -396,7 +440,9 @@ def _full_speed(
     _produce(bootstrap, topics[0], values)
     mode = "full_speed+scrape" if scrape else "full_speed"
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
-        service = _Service(bootstrap, topics, delivery, args.workers, state, scrape)
+        service = _Service(
+            bootstrap, topics, delivery, args.workers, state, scrape, args.service_path
+        )
         try:
             # At least 100 articles/s, or the run is reported as it stands (decided < articles).
             timeout = max(900.0, len(values) / 100)
@@ -407,6 +453,7 @@ def _full_speed(
             service.stop()
     stamps = sorted(decided.values())
     seconds = max((stamps[-1] - stamps[0]) / 1000, 1e-3) if stamps else 0.0
+    cpu = service.cpu_between(stamps[0], stamps[-1]) if stamps else 0.0
     return RunResult(
         delivery,
         mode,
@@ -417,6 +464,7 @@ def _full_speed(
         None,
         None,
         round(service.peak_rss / 2**20, 1),
+        round(len(decided) / cpu, 1) if cpu > 0 else None,
     )
 
 
@@ -425,7 +473,9 @@ def _fixed_rate(
 ) -> RunResult:
     topics = _topics(bootstrap, args.partitions)
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
-        service = _Service(bootstrap, topics, delivery, args.workers, state)
+        service = _Service(
+            bootstrap, topics, delivery, args.workers, state, service_path=args.service_path
+        )
         try:
             # Let it join the group before the clock starts, so startup is not counted as latency;
             # the same producer goes on, so its own start (an idempotent producer id is fetched
@@ -472,12 +522,13 @@ def _print_table(results: list[RunResult], args: argparse.Namespace) -> None:
     print(f"bench pipeline: {args.data}, partitions={args.partitions}, workers={workers}")
     print(
         f"{'delivery':<14} {'mode':<18} {'articles':>8} {'decided':>8} {'seconds':>8} "
-        f"{'articles/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>12}"
+        f"{'articles/s':>10} {'per CPU-s':>9} {'p50 ms':>8} {'p99 ms':>8} {'peak RSS MiB':>12}"
     )
     for r in results:
         p50 = "-" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.0f}"
         p99 = "-" if r.latency_p99_ms is None else f"{r.latency_p99_ms:.0f}"
+        per_cpu = "-" if r.articles_per_cpu_s is None else f"{r.articles_per_cpu_s:.0f}"
         print(
             f"{r.delivery:<14} {r.mode:<18} {r.articles:>8} {r.decided:>8} {r.seconds:>8.1f} "
-            f"{r.articles_per_s:>10.0f} {p50:>8} {p99:>8} {r.peak_rss_mib:>12.0f}"
+            f"{r.articles_per_s:>10.0f} {per_cpu:>9} {p50:>8} {p99:>8} {r.peak_rss_mib:>12.0f}"
         )

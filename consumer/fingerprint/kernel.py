@@ -1,7 +1,7 @@
 """The native fingerprint kernel (the Rust crate in `consumer/native/`), built from the same
 stop words, word characters, IDF table and sketch tables as the Python path, which stays the
 reference and runs instead where the kernel is not built (an install from source without cargo),
-as `indexstore.tables.probe_reference` does for the probe kernel."""
+as `indexstore.probe.probe_reference` does for the probe kernel."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from functools import cache
 from consumer.fingerprint.idf import load_idf
 from consumer.fingerprint.sketch import native_tables
 from consumer.fingerprint.terms import stop_words, word_char_bitmap
-from indexstore.tables import NATIVE_PROBE
+from indexstore.probe import NATIVE_PROBE
 
 try:
     from consumer._fastfp import Kernel

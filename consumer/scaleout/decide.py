@@ -30,7 +30,6 @@ from consumer.config import Config
 from consumer.deciding.decision import Decision
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, match_rules
 from consumer.ops.logs import log_event
-from consumer.ops.memory import release_free_memory
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.changelog import restore_partition
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
@@ -48,6 +47,7 @@ from consumer.stream.clients import consumer_config, ensure_output_topics, topic
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
+from consumer.stream.state import IndexUpkeep
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
@@ -93,8 +93,10 @@ class DecideBatch:
             Record(output_topic, d.id.encode("utf-8"), d.to_bytes())
             for d in (*self.outcomes, *self.corrections)
         ]
+        # Where they land is written into the stores (Decider.delivered).
         records += [
-            Record(changelog_topic, c.key, c.value, partition=c.partition) for c in self.changes
+            Record(changelog_topic, c.key, c.value, partition=c.partition, report_offset=True)
+            for c in self.changes
         ]
         return Outputs(self.index_batch, records, [], self.stage_seconds)
 
@@ -207,7 +209,7 @@ class DecideStage:
         self._last_progress_look = float("-inf")
         self._overflow_seen = 0
         self._overflow_logged_at = float("-inf")
-        self._last_stats = 0.0
+        self._upkeep = IndexUpkeep(self.stores.all_stores, runtime.metrics, log)
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -375,34 +377,29 @@ class DecideStage:
         for partition in owned:
             self._restore(partition)
             metrics.restoring_partitions.dec()
+        committed = self._committed(consumer, partitions)
+        if committed is None:
+            return  # stopping: nothing is decided from these partitions
         # Where each partition's last commit stands, and what it says was decided above it.
-        for tp in self._committed(consumer, partitions):
+        for tp in committed:
             offset = tp.offset if tp.offset >= 0 else 0
             self.sequencer.assign(tp.partition, offset, tp.metadata)
             self._last_commits.pop(tp.partition, None)
         self._last_progress_look = float("-inf")
-        self._refresh_index_stats()
+        self._upkeep.refresh_gauges()
 
     def _committed(
         self, consumer: Consumer, partitions: list[TopicPartition]
-    ) -> list[TopicPartition]:
-        """The group's committed offsets (and metadata) of `partitions`. Pending transactional
-        offsets of a predecessor hold the answer up until its transaction ends: ask again."""
-        delay = 1.0
-        while True:
-            try:
-                return consumer.committed(partitions, timeout=30.0)
-            except KafkaException as e:
-                self.runtime.check_fatal()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "cannot read the committed offsets yet; retrying",
-                    error=e.args[0].str(),
-                    retry_in_s=delay,
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+    ) -> list[TopicPartition] | None:
+        """The group's committed offsets (and metadata) of `partitions`; None when asked to
+        stop meanwhile. Pending transactional offsets of a predecessor hold the answer up until
+        its transaction ends: ask again."""
+        return self.runtime.retry(
+            lambda: consumer.committed(partitions, timeout=30.0),
+            log,
+            "cannot read the committed offsets yet; retrying",
+            max_delay_s=10.0,
+        )
 
     def released(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -445,30 +442,7 @@ class DecideStage:
     # -- housekeeping ----------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        now = time.monotonic()
-        metrics = self.runtime.metrics
-        for s in self.stores.all_stores():
-            if s.expiry_due():
-                dropped = s.expire()
-                if dropped:
-                    metrics.segments_expired.inc(len(dropped))
-                    log_event(log, logging.INFO, "segments expired", segments=dropped)
-        if now - self._last_stats >= 10.0:
-            self._refresh_index_stats()
-            release_free_memory()  # as the single-process service does (consumer/ops/memory.py)
-
-    def _refresh_index_stats(self) -> None:
-        self._last_stats = time.monotonic()
-        articles = segments = disk = 0
-        for s in self.stores.all_stores():
-            stats = s.stats()
-            articles += stats.articles
-            segments += len(stats.segments)
-            disk += stats.disk_bytes
-        metrics = self.runtime.metrics
-        metrics.index_articles.set(articles)
-        metrics.index_segments.set(segments)
-        metrics.index_disk_bytes.set(disk)
+        self._upkeep.between_polls()
 
 
 def decide_service(config: Config, metrics: Metrics | None = None) -> Service:

@@ -83,6 +83,9 @@ class Record:
     value: bytes | None
     partition: int | None = None  # None: the producer's partitioner (by key)
     timestamp_ms: int | None = None  # None: the time it is produced
+    # Whether `Checkpoint.complete` says where it was delivered: only the decide role asks (of
+    # its changelog records), and the others' deliveries then cost no bookkeeping.
+    report_offset: bool = False
 
 
 class IndexWrite(Protocol):
@@ -106,7 +109,8 @@ class Outputs:
     stage_seconds: dict[str, float] = field(default_factory=dict)  # the steps' times go here
 
 
-# (topic, partition) -> the greatest offset a batch's records were delivered at.
+# (topic, partition) -> the greatest offset a batch's records were delivered at, of the
+# records that asked (`Record.report_offset`).
 Delivered = dict[tuple[str, int], int]
 
 
@@ -174,8 +178,8 @@ class Checkpoint:
 
     def complete(self, outputs: Outputs, offsets: Sequence[TopicPartition]) -> Delivered:
         """Make the batch durable in protocol order, adding each step's time to the batch's
-        stage_seconds; returns where its records were delivered. Raises OutputFailed when
-        outputs were not delivered (the index write stands: a retry re-emits from it)."""
+        stage_seconds; returns where the records that ask were delivered. Raises OutputFailed
+        when outputs were not delivered (the index write stands: a retry re-emits from it)."""
         stages = outputs.stage_seconds
         t0 = time.perf_counter()
         outputs.index.commit()  # 1
@@ -329,7 +333,14 @@ class Checkpoint:
 
     def _produce(self, outputs: Outputs) -> None:
         for r in outputs.records:
-            self._send(r.topic, r.key, r.value, partition=r.partition, timestamp_ms=r.timestamp_ms)
+            self._send(
+                r.topic,
+                r.key,
+                r.value,
+                on_delivery=self._on_reported_delivery if r.report_offset else None,
+                partition=r.partition,
+                timestamp_ms=r.timestamp_ms,
+            )
         for rejection in outputs.dead_letters:
             self._send_dead_letter(rejection)
 
@@ -395,14 +406,17 @@ class Checkpoint:
                 raise OutputFailed(error.str(), topic, error.code()) from None
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        topic, partition, offset = message.topic() or "", message.partition(), message.offset()
         if error is not None:
-            self._delivery_errors.append((error, topic))
+            self._delivery_errors.append((error, message.topic() or ""))
+
+    def _on_reported_delivery(self, error: KafkaError | None, message: Message) -> None:
+        self._on_delivery(error, message)
+        partition, offset = message.partition(), message.offset()
+        if error is not None or partition is None or offset is None:  # delivered: has both
             return
-        if partition is None or offset is None:  # a delivered record has both
-            return
-        if offset > self._delivered.get((topic, partition), -1):
-            self._delivered[(topic, partition)] = offset
+        where = (message.topic() or "", partition)
+        if offset > self._delivered.get(where, -1):
+            self._delivered[where] = offset
 
     def _delivery_failure(self) -> OutputFailed:
         (error, topic), self._delivery_errors = self._delivery_errors[0], []

@@ -61,6 +61,7 @@ class _Queue(Generic[Item]):
     time_ms: int | None = None  # the partition's stream time: the greatest time released
     caught_up: bool = False  # the broker reached its end after the last record queued
     behind: bool = False  # the broker holds more for it than was fetched: always waited for
+    expecting: bool = False  # fetched records are still being fingerprinted: waited for
     empty_since: float = 0.0
 
     def push(self, item: Item, time_ms: int | None, tiebreak: int) -> None:
@@ -122,6 +123,7 @@ class EventTimeOrder(Generic[Item]):
             queue.items.clear()
             queue.minima.clear()
             queue.caught_up = False
+            queue.expecting = False
             queue.empty_since = now
 
     def partitions(self) -> list[int]:
@@ -148,6 +150,17 @@ class EventTimeOrder(Generic[Item]):
         queue = self._queues.get(partition)
         if queue is not None:
             queue.behind = behind
+
+    def expect(self, partitions: Iterable[int], expecting: bool) -> None:
+        """Whether records of `partitions` were fetched but are not queued yet (the workers
+        still fingerprint them): such a partition is waited for, as one the broker holds more
+        of, so what is decided meanwhile comes before them."""
+        for p in partitions:
+            queue = self._queues.get(p)
+            if queue is not None:
+                queue.expecting = expecting
+                if expecting:
+                    queue.caught_up = False  # its end was before these records
 
     def caught_up(self, partition: int) -> None:
         """The broker said `partition` has nothing beyond what is queued, for now: once its
@@ -202,7 +215,7 @@ class EventTimeOrder(Generic[Item]):
             if not queue.items:
                 if now is None or queue.caught_up:
                     continue
-                if queue.behind or now - queue.empty_since < self.idle_s:
+                if queue.behind or queue.expecting or now - queue.empty_since < self.idle_s:
                     return None  # this partition may still bring something earlier
                 continue
             at = queue.earliest()

@@ -1,8 +1,9 @@
 """`newsdedup run` (`--role all`): the whole pipeline in one process, as a `Stage` of the loop.
 
-Polled messages are fingerprinted at once (the worker pool) and queued per partition; they
-are decided in event-time order (eventtime.py) against the one index, whose batch, decisions
-and dead letters the checkpoint then makes durable.
+Polled messages are fingerprinted by the worker pool and queued per partition; they are
+decided in event-time order (eventtime.py) against the one index, whose batch, decisions and
+dead letters the checkpoint then makes durable. Under a backlog the workers fingerprint the
+next poll while the last one is decided and committed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -20,25 +22,20 @@ from confluent_kafka.admin import AdminClient
 from consumer.deciding.article import Analyzed
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
-from consumer.ops.memory import release_free_memory
 from consumer.stream.checkpoint import Delivered, Outputs, Record
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.eventtime import EventTimeOrder, time_of
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
 from consumer.stream.stage import Runtime, Work, count_decisions, next_offsets, serving
-from consumer.stream.state import open_index
+from consumer.stream.state import IndexUpkeep, open_index
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 
 log = logging.getLogger("newsdedup.service")
 
-_STATS_REFRESH_S = 10.0
-# How often freed memory is handed back to the OS (consumer/ops/memory.py says why).
-_RELEASE_MEMORY_S = 30.0
 # A partition's queue is fetched no further past this many batches (AllStage._flow_control).
 _QUEUED_BATCHES = 4
-_MAX_BACKOFF_S = 30.0
 
 
 def decision_outputs(decided: DecidedBatch, topic: str) -> Outputs:
@@ -49,6 +46,16 @@ def decision_outputs(decided: DecidedBatch, topic: str) -> Outputs:
         for d in (*decided.decisions, *decided.corrections)
     ]
     return Outputs(decided.index_batch, records, decided.rejections, decided.stage_seconds)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A polled batch the workers are fingerprinting while older ones are decided."""
+
+    messages: list[Message]
+    results: Iterator[list[Analyzed | Invalid]]
+    at_end: set[int]  # partitions whose end the poll reached, after these records
+    backlog: bool  # the poll was full: the broker holds more right now
 
 
 class AllStage:
@@ -63,11 +70,11 @@ class AllStage:
         self._paused: set[int] = set()
         self._lag_at_assign: dict[int, bool] = {}
         self._fingerprint_seconds = 0.0
+        self._in_flight: _InFlight | None = None
         self._store: IndexStore | None = None
         self._pipeline: Pipeline | None = None
         self._input_partitions = 0
-        self._last_stats = 0.0
-        self._last_memory_release = time.monotonic()
+        self._upkeep = IndexUpkeep(self._stores, runtime.metrics, log)
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -81,7 +88,7 @@ class AllStage:
         ):
             self._store = store
             self._pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
-            self._refresh_index_stats(store)
+            self._upkeep.refresh_gauges()
             with serving(self.runtime, analyzer):
                 yield
 
@@ -101,29 +108,18 @@ class AllStage:
         from consumer.stream.replay import replay_feed
 
         runtime = self.runtime
-        assert self._store is not None and runtime.analyzer is not None
+        store, analyzer = self._store, runtime.analyzer
+        assert store is not None and analyzer is not None
         runtime.health.waiting_for = "the index to be rebuilt from the feed"
         log_event(log, logging.INFO, "checking the index against the group's committed offsets")
-        delay = 1.0
-        while True:
-            try:
-                result = replay_feed(
-                    self.config, self._store, self._input_partitions, analyzer=runtime.analyzer
-                )
-                break
-            except KafkaException as e:
-                # The broker is away, or the group's offsets are still settling.
-                runtime.check_fatal()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "cannot compare the index with the group's committed offsets yet; retrying",
-                    error=e.args[0].str(),
-                    retry_in_s=delay,
-                )
-                if runtime.stop.wait(delay):
-                    return
-                delay = min(delay * 2, _MAX_BACKOFF_S)
+        result = runtime.retry(
+            lambda: replay_feed(self.config, store, self._input_partitions, analyzer=analyzer),
+            log,
+            # The broker is away, or the group's offsets are still settling.
+            "cannot compare the index with the group's committed offsets yet; retrying",
+        )
+        if result is None:
+            return  # asked to stop
         if result.messages or result.lost:
             log_event(
                 log,
@@ -161,7 +157,9 @@ class AllStage:
             )
 
     def released(self, partitions: list[TopicPartition]) -> None:
-        # What was queued for these partitions is read again by their next owner.
+        # What was queued for these partitions is read again by their next owner; the batch
+        # in flight is queued first, so none of it lands in a queue assigned afresh.
+        self._settle()
         self._order.revoke(p.partition for p in partitions)
         self._paused.difference_update(p.partition for p in partitions)
 
@@ -183,31 +181,52 @@ class AllStage:
     # -- the batch ----------------------------------------------------------------------------
 
     def take(self, consumer: Consumer, messages: list[Message], at_end: set[int]) -> None:
-        """Fingerprint what was polled and queue it by partition."""
-        order = self._order
+        """Queue the batch polled before (its fingerprints are done by now, or nearly) and
+        start the workers on this one: they fingerprint it while what is queued is decided."""
+        self._settle()
         if messages:
             assert self._pipeline is not None
-            t0 = time.perf_counter()
-            results = self._pipeline.analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
-            self._fingerprint_seconds += time.perf_counter() - t0
-            for message, result in zip(messages, results, strict=True):
-                if isinstance(result, Analyzed):
-                    # Only a rejection's value is needed again (for the DLQ).
-                    message = dataclasses.replace(message, value=None)
-                order.add(
-                    message.source.partition,
-                    (message, result),
-                    time_of(result),
-                    message.timestamp_ms,
-                )
-        for partition in at_end:
-            order.caught_up(partition)
+            self._in_flight = _InFlight(
+                messages,
+                self._pipeline.analyze(messages),
+                at_end,
+                backlog=len(messages) >= self.config.kafka.batch_max_messages,
+            )
+            self._order.expect({m.source.partition for m in messages}, True)
+        else:
+            for partition in at_end:
+                self._order.caught_up(partition)
         self._flow_control(consumer)
         self._note_lag(consumer)
 
+    def _settle(self) -> None:
+        """Queue the batch in flight by partition, once the workers have fingerprinted it."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return
+        order = self._order
+        t0 = time.perf_counter()
+        results = [r for chunk in in_flight.results for r in chunk]
+        self._fingerprint_seconds += time.perf_counter() - t0
+        for message, result in zip(in_flight.messages, results, strict=True):
+            if isinstance(result, Analyzed):
+                # Only a rejection's value is needed again (for the DLQ).
+                message = dataclasses.replace(message, value=None)
+            order.add(
+                message.source.partition, (message, result), time_of(result), message.timestamp_ms
+            )
+        order.expect({m.source.partition for m in in_flight.messages}, False)
+        for partition in in_flight.at_end:
+            order.caught_up(partition)
+
     def next_work(self, limit: int) -> Work | None:
-        """What the event-time order releases now."""
+        """What the event-time order releases now. When it releases nothing, the batch in
+        flight is waited for, unless the last poll was full: then more is waiting on the
+        broker, and reading it while the workers finish keeps both sides busy."""
         released = list(self._order.release(limit))
+        if not released and self._in_flight is not None and not self._in_flight.backlog:
+            self._settle()
+            released = list(self._order.release(limit))
         if not released:
             return None
         entries = [Ordered(*r.item, r.time_ms) for r in released]
@@ -228,7 +247,8 @@ class AllStage:
         """Read again from the failed batch's first message in each partition, and from the
         first queued one in the others; the queues start over."""
         first = {p: entry[0].source for p, entry in self._order.first_queued().items()}
-        for m in work.messages:
+        in_flight, self._in_flight = self._in_flight, None  # read again, from the broker
+        for m in (*work.messages, *(in_flight.messages if in_flight else ())):
             first[m.source.partition] = min(
                 first.get(m.source.partition, m.source), m.source, key=lambda s: s.offset
             )
@@ -271,26 +291,7 @@ class AllStage:
     # -- between polls --------------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        store = self._store
-        assert store is not None
-        now = time.monotonic()
-        if store.expiry_due():
-            dropped = store.expire()
-            if dropped:
-                self.runtime.metrics.segments_expired.inc(len(dropped))
-                log_event(log, logging.INFO, "segments expired", segments=dropped)
-        if now - self._last_stats >= _STATS_REFRESH_S:
-            self._refresh_index_stats(store)
-        if now - self._last_memory_release >= _RELEASE_MEMORY_S:
-            self._last_memory_release = now
-            release_free_memory()
+        self._upkeep.between_polls()
 
-    def _refresh_index_stats(self, store: IndexStore) -> None:
-        self._last_stats = time.monotonic()
-        stats = store.stats()
-        metrics = self.runtime.metrics
-        metrics.index_articles.set(stats.articles)
-        metrics.index_segments.set(len(stats.segments))
-        metrics.index_disk_bytes.set(stats.disk_bytes)
-        for part, size in store.memory_usage().items():
-            metrics.index_memory_bytes.labels(part).set(size)
+    def _stores(self) -> list[IndexStore]:
+        return [] if self._store is None else [self._store]

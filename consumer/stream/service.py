@@ -45,7 +45,7 @@ from consumer.stream.clients import (
     topic_partitions,
 )
 from consumer.stream.pipeline import Message, wall_clock_ms
-from consumer.stream.stage import Runtime, Stage, Work
+from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
 log = logging.getLogger("newsdedup.service")
 
@@ -54,7 +54,6 @@ _FATAL_CODES = REFUSAL_CODES
 # e.g. a static member fenced by a newer one with the same group.instance.id.
 _CONSUMER_FATAL_CODES = _FATAL_CODES | {KafkaError._FATAL, KafkaError.FENCED_INSTANCE_ID}
 _THROUGHPUT_LOG_S = 30.0
-_MAX_BACKOFF_S = 30.0
 _ERROR_LOG_EVERY_S = 10.0
 # A stop that could not finish in [service] stop_timeout (the broker is gone mid-batch).
 EXIT_STOP_TIMEOUT = 3
@@ -230,40 +229,29 @@ class Service:
     def _wait_for_input_topic(self, admin: AdminClient) -> int | None:
         """Partition count of the input topic, waiting with backoff while the broker is down or
         the topic does not exist yet; None when asked to stop meanwhile."""
-        delay = 1.0
-        while not self._stop.is_set():
+        topic = self.config.kafka.input_topic
+
+        def partitions() -> int:
             self._raise_if_fatal()
             self.health.turn()
             try:
-                partitions = topic_partitions(
-                    admin, self.config.kafka.input_topic, timeout=5.0, check=self._raise_if_fatal
-                )
-                self.health.broker_reachable = True
-                if partitions:
-                    self.health.waiting_for = "a partition assignment"
-                    return partitions
-                self.health.waiting_for = f"the input topic {self.config.kafka.input_topic!r}"
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "input topic does not exist yet; waiting",
-                    topic=self.config.kafka.input_topic,
-                    retry_in_s=delay,
-                )
-            except KafkaException as e:
+                count = topic_partitions(admin, topic, timeout=5.0, check=self._raise_if_fatal)
+            except KafkaException:
                 self.health.broker_reachable = False
-                self._raise_if_fatal()
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "broker not reachable; waiting",
-                    bootstrap=self.config.kafka.bootstrap_servers,
-                    error=e.args[0].str(),
-                    retry_in_s=delay,
-                )
-            self._stop.wait(delay)
-            delay = min(delay * 2, _MAX_BACKOFF_S)
-        return None
+                raise
+            self.health.broker_reachable = True
+            if not count:
+                self.health.waiting_for = f"the input topic {topic!r}"
+                raise RetryLater("input topic does not exist yet; waiting", topic=topic)
+            self.health.waiting_for = "a partition assignment"
+            return count
+
+        return self.runtime.retry(
+            partitions,
+            log,
+            "broker not reachable; waiting",
+            bootstrap=self.config.kafka.bootstrap_servers,
+        )
 
     def _ensure_topics(self, admin: AdminClient) -> None:
         """Create the topics this service writes to when they are missing, and learn how large
@@ -277,7 +265,8 @@ class Service:
         """Poll and hand the records to the stage; make durable what it releases; repeat."""
         max_messages = self.config.kafka.batch_max_messages
         wait_s = self.config.kafka.batch_max_wait.seconds
-        backoff = 0.0
+        # After a batch whose outputs failed: wait before it is tried again.
+        backoff = Backoff(0.5)
         while not self._stop.is_set():
             self.health.turn()
             self._raise_if_fatal()
@@ -292,10 +281,9 @@ class Service:
                 if work is None:
                     break
                 if self._process(work, consumer, checkpoint, polled_at):
-                    backoff = 0.0
+                    backoff.reset()
                 else:
-                    backoff = min(max(backoff * 2, 0.5), _MAX_BACKOFF_S)
-                    self._stop.wait(backoff)
+                    backoff.wait(self._stop)
                     break
             self.stage.housekeeping()
             self._log_throughput(time.monotonic())

@@ -6,29 +6,35 @@ The loop hands a stage what it polled (`take`), asks it what to make durable nex
 (`next_work`: the messages, how to decide them into `Outputs`, the offsets to commit after
 them), tells it when that is durable (`durable`) or failed and must be read again (`rewind`),
 and lets it follow its partitions (`assigned`, `released`) and tidy up between polls
-(`housekeeping`). What a stage needs of the service comes in a `Runtime`.
+(`housekeeping`). What a stage needs of the service comes in a `Runtime`, which also retries
+what waits on the broker (`Runtime.retry`).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
 from consumer.deciding.decision import Decision, DecisionKind
 from consumer.ops.health import HealthState
+from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
 from consumer.stream.checkpoint import Delivered, Outputs
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.workers import Analyzer
 
 T = TypeVar("T")
+
+# The longest wait between two attempts at something the broker keeps refusing.
+MAX_BACKOFF_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +44,35 @@ class Work:
     messages: Sequence[Message]  # what it decides (a rewind reads them again)
     decide: Callable[[], tuple[Any, Outputs]]  # what was decided, and what to publish
     offsets: Sequence[TopicPartition]  # to commit once its outputs are durable
+
+
+class RetryLater(Exception):
+    """Raised by an attempt of `Runtime.retry` that failed without a KafkaException: it is
+    tried again, and its log line says what it waits for."""
+
+    def __init__(self, event: str, **fields: object) -> None:
+        super().__init__(event)
+        self.event = event
+        self.fields = fields
+
+
+class Backoff:
+    """Waits between the attempts at something that keeps failing: `first_s`, then each
+    twice the last, up to `max_s`; `reset` after a success."""
+
+    def __init__(self, first_s: float, max_s: float = MAX_BACKOFF_S) -> None:
+        self.first_s = first_s
+        self.max_s = max_s
+        self.delay = first_s  # the next wait
+
+    def wait(self, stop: threading.Event) -> bool:
+        """Wait the next delay, or less if `stop` is set meanwhile (then True)."""
+        stopped = stop.wait(self.delay)
+        self.delay = min(self.delay * 2, self.max_s)
+        return stopped
+
+    def reset(self) -> None:
+        self.delay = self.first_s
 
 
 @dataclass(slots=True)
@@ -52,6 +87,33 @@ class Runtime:
     check_fatal: Callable[[], None]  # raises once the broker refused us for good
     admin: AdminClient | None = None  # once the service is connected
     analyzer: Analyzer | None = None  # the worker pool, which a stop that gives up must end
+
+    def retry(
+        self,
+        attempt: Callable[[], T],
+        logger: logging.Logger,
+        failure: str,
+        *,
+        max_delay_s: float = MAX_BACKOFF_S,
+        **fields: object,
+    ) -> T | None:
+        """What `attempt` returns, trying again while it fails: 1 s after the first failure,
+        the wait doubling up to `max_delay_s`. A KafkaException is a failure, logged as one
+        `failure` line with `fields` and its error, unless the broker refused us for good
+        (`check_fatal` raises); an attempt that raises `RetryLater` names its failure itself.
+        None once a stop is asked for, which also cuts a wait short."""
+        backoff = Backoff(1.0, max_delay_s)
+        while not self.stop.is_set():
+            try:
+                return attempt()
+            except KafkaException as e:
+                self.check_fatal()
+                event, details = failure, {**fields, "error": e.args[0].str()}
+            except RetryLater as later:
+                event, details = later.event, later.fields
+            log_event(logger, logging.WARNING, event, **details, retry_in_s=backoff.delay)
+            backoff.wait(self.stop)
+        return None
 
 
 class Stage(Protocol):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from indexstore._probe import probe as native_probe
-from indexstore.tables import _masks, probe, probe_reference
+from indexstore.probe import probe, probe_masks, probe_reference
 
 
 def bucketed(keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -37,7 +37,7 @@ def runs(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         for bit in rng.choice(64, size=int(rng.integers(0, 20)), replace=False):
             value ^= 1 << int(bit)
         queries.append(value)
-    masks = _masks(bits, draw(st.integers(0, min(bits, 3))))
+    masks = probe_masks(bits, draw(st.integers(0, min(bits, 3))))
     k = draw(st.integers(0, 64))
     return np.array(queries, dtype=np.uint64), offsets, keys, masks, bits, k
 
@@ -58,7 +58,7 @@ def test_every_key_within_k_of_a_probed_bucket_is_found() -> None:
     rng = np.random.default_rng(7)
     keys, offsets = bucketed(rng.integers(0, 2**64, 500, dtype=np.uint64), 0)
     queries = keys[:50] ^ np.uint64(0b1011)  # three bits from a key at least
-    query, position, distance = probe(queries, offsets, keys, _masks(0, 0), 0, 12)
+    query, position, distance = probe(queries, offsets, keys, probe_masks(0, 0), 0, 12)
     d = np.bitwise_count(queries[:, None] ^ keys[None, :])
     qi, ki = np.nonzero(d <= 12)
     assert list(zip(query.tolist(), position.tolist(), strict=True)) == list(
@@ -73,7 +73,7 @@ def test_strided_and_other_typed_arrays_are_taken_as_their_values() -> None:
     keys, offsets = bucketed(rng.integers(0, 2**64, 300, dtype=np.uint64), 4)
     queries = np.repeat(keys[:20], 2)[::2]  # a view with a stride of two elements
     assert not queries.flags.c_contiguous
-    masks = _masks(4, 1)
+    masks = probe_masks(4, 1)
     expected = probe_reference(queries.copy(), offsets, keys, masks, 4, 10)
     got = probe(queries, offsets.astype(np.int32), keys, masks, 4, 10)
     for g, e in zip(got, expected, strict=True):
@@ -96,7 +96,7 @@ def test_arrays_that_do_not_describe_a_run_are_refused(change, message) -> None:
         "queries": keys[:5].copy(),
         "offsets": offsets,
         "keys": keys,
-        "masks": _masks(4, 1),
+        "masks": probe_masks(4, 1),
         "bits": 4,
         "k": 8,
     }

@@ -140,3 +140,29 @@ def test_a_partition_known_to_be_behind_is_waited_for_past_the_idle_bound():
     assert list(order.release()) == []
     order.behind(1, False)
     assert [r.item for r in order.release()] == ["a"]
+
+
+def test_a_partition_with_records_still_being_fingerprinted_is_waited_for():
+    clock = Clock()
+    order: EventTimeOrder = EventTimeOrder(500, clock=clock)
+    order.assign([0, 1])
+    order.caught_up(1)  # at its end before the last poll...
+    order.add(0, "later", 5)
+    order.expect([1], True)  # ...which fetched more of it, not fingerprinted yet
+    clock.now = 60.0
+    assert list(order.release()) == []
+    order.add(1, "earlier", 3)
+    order.expect([1], False)
+    order.caught_up(1)
+    order.caught_up(0)
+    assert [r.item for r in order.release()] == ["earlier", "later"]
+
+
+def test_clearing_the_queues_forgets_what_was_expected():
+    order: EventTimeOrder = EventTimeOrder(0, clock=Clock())
+    order.assign([0, 1])
+    order.expect([1], True)
+    order.clear()
+    order.add(0, "a", 1)
+    order.caught_up(0)
+    assert [r.item for r in order.release()] == ["a"]

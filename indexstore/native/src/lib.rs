@@ -1,9 +1,9 @@
-//! The inner loop of `indexstore.tables.Tables.search`, for one run of one table.
+//! The inner loop of `indexstore.tables.SearchTables.search`, for one run of one table.
 //!
 //! NumPy needs about eight passes over a batch's candidates (each bucket's range expanded,
 //! keys gathered, queries repeated, XOR, popcount, compare, select) and an array for each;
 //! here each candidate is read once and only the hits are written. `probe_reference` in
-//! `indexstore/tables.py` does the same in NumPy; the tests hold this to it.
+//! `indexstore/probe.py` does the same in NumPy; the tests hold this to it.
 
 use pyo3::buffer::{Element, PyBuffer};
 use pyo3::exceptions::PyValueError;
