@@ -214,7 +214,7 @@ class Batch:
                         distance,
                         exact,
                         record.event_time_ms,
-                        record.cluster_id,
+                        record.payload,
                         record.sketch,
                     ),
                 )

@@ -4,19 +4,21 @@ Groups of segments and article generations are column families, created when a c
 needs one and dropped by expiry; a segment is a key range in its group. The catalog holds
 their handles and what is known of each segment without reading it, and reads article
 records and row ids through them. It does not decide what to write or when to expire: the
-store does. It may import rocksdict and indexstore.encoding, .commit and .rocksdb_errors.
+store does. It may import rocksdict and indexstore.encoding, .commit, .model and
+.rocksdb_errors.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, cast
 
 import rocksdict
 
 from indexstore import encoding as enc
 from indexstore.commit import Stored, StoredBytes
+from indexstore.model import ArticleRecord, PayloadUpgrade
 from indexstore.rocksdb_errors import RocksDBErrors
 
 
@@ -64,7 +66,9 @@ class Catalog:
 
     __slots__ = (
         "_db",
+        "_decode",
         "_errors",
+        "_legacy_upgrade",
         "_meta",
         "_newest_first",
         "_opts",
@@ -82,6 +86,8 @@ class Catalog:
         groups: dict[int, Group],
         segments: dict[int, Segment],
         generations: dict[int, Generation],
+        *,
+        legacy_upgrade: PayloadUpgrade | None = None,
     ) -> None:
         self._db = db
         self._opts = opts  # every column family is created with these: one memory budget
@@ -90,6 +96,12 @@ class Catalog:
         self.groups = groups
         self.segments = segments
         self.generations = generations
+        # Given only for an index of format 3 opened read-only (written ones are migrated);
+        # otherwise records decode without a check per record.
+        self._legacy_upgrade = legacy_upgrade
+        self._decode: Callable[[str, bytes], tuple[ArticleRecord, int | None]] = (
+            enc.decode_record if legacy_upgrade is None else self._decode_either
+        )
         self._newest_first = self._generation_order()
 
     def column_families(self) -> list[rocksdict.Rdict]:
@@ -104,7 +116,7 @@ class Catalog:
             for generation in self._newest_first:
                 raw = generation.cf.get(key)
                 if raw is not None:
-                    record, seq = enc.decode_record(article_id, raw)
+                    record, seq = self._decode(article_id, raw)
                     return Stored(record, seq, generation.id)
         return None
 
@@ -114,9 +126,23 @@ class Catalog:
         raws = self.read_raw(article_ids)
         with self._errors:
             for article_id, stored in raws.items():
-                record, seq = enc.decode_record(article_id, stored.value)
+                record, seq = self._decode(article_id, stored.value)
                 found[article_id] = Stored(record, seq, stored.generation)
         return found
+
+    def _decode_either(self, article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
+        upgrade = self._legacy_upgrade
+        if upgrade is None or enc.record_version(raw) == enc.RECORD_VERSION:
+            return enc.decode_record(article_id, raw)
+        record, legacy, seq = enc.decode_legacy_record(article_id, raw)
+        return ArticleRecord(
+            article_id,
+            record.simhash,
+            record.content_hash,
+            record.event_time_ms,
+            upgrade(legacy),
+            record.sketch,
+        ), seq
 
     def read_raw(self, article_ids: Sequence[str]) -> dict[str, StoredBytes]:
         """The encoded current records of these ids: one multi-get per live generation."""

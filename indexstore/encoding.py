@@ -3,7 +3,7 @@
 Nobody else builds or slices these bytes. The RocksDB database (raw mode) holds:
 
 column family ``default`` (small, fixed keys)
-    b"meta"          -> UTF-8 JSON {"format": 3, "max_distance": k, "segment_ms": ...,
+    b"meta"          -> UTF-8 JSON {"format": 4, "max_distance": k, "segment_ms": ...,
                         "group_ms": ..., "generation_ms": ...}; checked at open
     b"state"         -> >q watermark_ms (INT64_MIN = none) | >Q next_seq | >Q commits
     b"pos:" + KEY    -> >Q next offset to read (KEY: UTF-8, e.g. "news.raw/3")
@@ -17,14 +17,16 @@ and a segment's keys are one contiguous range, dropped with one range deletion.
 
 column family ``articles.<gen>`` (article table; gen = storage_time // generation_ms)
     article id (UTF-8) -> record:
-        >B version(2) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
-        (2**64-1: not in the search tables) | >b distance (-1: none) | >B flags
-        (bit 0 late, bit 1 matched_id present) | >HHHH lengths of the UTF-8 strings
-        decision, cluster_id, matched_id and of the sketch | the three strings | sketch |
-        payload (the rest)
+        >B version(3) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
+        (2**64-1: not in the search tables) | >H sketch length | sketch | payload (the rest,
+        opaque: the caller's, e.g. the service's decision in consumer/deciding/stored.py)
 
-Formats 1 and 2 had a column family per segment; creating one costs ~80 ms, which dominated
-replays of history. They are refused (the index is rebuilt by replaying the feed).
+Format 3 (record version 2) held the decision's own fields in the record: distance, flags
+(late, matched id present), the lengths and UTF-8 of decision, cluster id and matched id,
+between the head and the sketch (`decode_legacy_record`). Opening a format-3 index for
+writing migrates it (indexstore/migration.py). Formats 1 and 2 had a column family per
+segment; creating one costs ~80 ms, which dominated replays of history. They are refused
+(the index is rebuilt by replaying the feed).
 
 A row is one article's entry in the search tables; `seq` numbers rows in insertion order,
 never reused. Blobs are little-endian so numpy reads them without copying; keys are
@@ -42,9 +44,11 @@ from typing import Any
 import numpy as np
 
 from indexstore.errors import IndexCorruptError, IndexFormatError
-from indexstore.model import ArticleRecord
+from indexstore.model import ArticleRecord, LegacyDecision
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+# Opened for writing, migrated to FORMAT_VERSION; read-only, its records read as they are.
+LEGACY_FORMAT_VERSION = 3
 MAX_SKETCH_BYTES = 2**16 - 1
 NO_SEQ = 2**64 - 1
 NO_WATERMARK = -(2**63)
@@ -62,11 +66,12 @@ _STATE = struct.Struct(">qQQ")
 _U64 = struct.Struct(">Q")
 _SEGMENT_BIAS = 2**63
 _ROW_KEY = np.dtype([("prefix", "S1"), ("segment", ">u8"), ("seq", ">u8")])
-_RECORD_HEAD = struct.Struct(">BQ16sqQbB")
+_RECORD_HEAD = struct.Struct(">BQ16sqQH")
+# The part of the head every record version shares: up to and with the seq.
+_COMMON_HEAD = struct.Struct(">BQ16sqQ")
 # Where a record's seq lies: records equal but for their row are equal as articles.
 _SEQ_AT = struct.calcsize(">BQ16sq")
-_LENGTHS = struct.Struct(">HHHH")
-# _RECORD_HEAD and _LENGTHS as one numpy record, for encoding many records at once.
+# _RECORD_HEAD as one numpy record, for encoding many records at once.
 _HEADS = np.dtype(
     [
         ("version", "u1"),
@@ -74,17 +79,16 @@ _HEADS = np.dtype(
         ("content_hash", "V16"),
         ("event_time", ">i8"),
         ("seq", ">u8"),
-        ("distance", "i1"),
-        ("flags", "u1"),
-        ("decision_len", ">u2"),
-        ("cluster_len", ">u2"),
-        ("matched_len", ">u2"),
         ("sketch_len", ">u2"),
     ]
 )
-_RECORD_VERSION = 2
-_FLAG_LATE = 1
-_FLAG_MATCHED = 2
+RECORD_VERSION = 3
+# Record version 2, of index format 3: the head, then the decision's fields.
+_LEGACY_RECORD_VERSION = 2
+_LEGACY_HEAD = struct.Struct(">BQ16sqQbB")
+_LEGACY_LENGTHS = struct.Struct(">HHHH")
+_LEGACY_LATE = 1
+_LEGACY_MATCHED = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +97,13 @@ class Meta:
     segment_ms: int
     group_ms: int
     generation_ms: int
+    format: int = FORMAT_VERSION
 
 
 def encode_meta(meta: Meta) -> bytes:
     return json.dumps(
         {
-            "format": FORMAT_VERSION,
+            "format": meta.format,
             "max_distance": meta.max_distance,
             "segment_ms": meta.segment_ms,
             "group_ms": meta.group_ms,
@@ -114,9 +119,10 @@ def decode_meta(raw: bytes) -> Meta:
         fmt = doc["format"]
     except (ValueError, KeyError, TypeError) as e:
         raise IndexCorruptError(f"unreadable index metadata: {e}") from e
-    if fmt != FORMAT_VERSION:
+    if fmt not in (FORMAT_VERSION, LEGACY_FORMAT_VERSION):
         raise IndexFormatError(
-            f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}); "
+            f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}, "
+            f"or {LEGACY_FORMAT_VERSION}, which it migrates); "
             "rebuild the index in a new directory by replaying the feed, or use the matching "
             "newsdedup version"
         )
@@ -126,6 +132,7 @@ def decode_meta(raw: bytes) -> Meta:
             int(doc["segment_ms"]),
             int(doc["group_ms"]),
             int(doc["generation_ms"]),
+            fmt,
         )
     except (ValueError, KeyError, TypeError) as e:
         raise IndexCorruptError(f"unreadable index metadata: {e}") from e
@@ -241,31 +248,15 @@ def decode_blob(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
-    flags = (_FLAG_LATE if record.late else 0) | (
-        _FLAG_MATCHED if record.matched_id is not None else 0
+    head = _RECORD_HEAD.pack(
+        RECORD_VERSION,
+        record.simhash,
+        record.content_hash,
+        record.event_time_ms,
+        NO_SEQ if seq is None else seq,
+        len(record.sketch),
     )
-    decision = record.decision.encode()
-    cluster = record.cluster_id.encode()
-    matched = record.matched_id.encode() if record.matched_id is not None else b""
-    return b"".join(
-        (
-            _RECORD_HEAD.pack(
-                _RECORD_VERSION,
-                record.simhash,
-                record.content_hash,
-                record.event_time_ms,
-                NO_SEQ if seq is None else seq,
-                -1 if record.distance is None else record.distance,
-                flags,
-            ),
-            _LENGTHS.pack(len(decision), len(cluster), len(matched), len(record.sketch)),
-            decision,
-            cluster,
-            matched,
-            record.sketch,
-            record.payload,
-        )
-    )
+    return b"".join((head, record.sketch, record.payload))
 
 
 def encode_records(
@@ -274,53 +265,27 @@ def encode_records(
     """`encode_record` of many records given as columns in `ArticleRecord` field order,
     with their (clamped) event times and seqs in place of the columns' own times. The fixed
     heads are packed by numpy for all records at once; only the joins are per record."""
-    (
-        _,
-        simhash,
-        content_hash,
-        _,
-        cluster_id,
-        decision,
-        matched_id,
-        distance,
-        late,
-        payload,
-        sketch,
-    ) = columns
+    _, simhash, content_hash, _, payload, sketch = columns
     n = len(simhash)
-    decisions = list(map(str.encode, decision))
-    clusters = list(map(str.encode, cluster_id))
-    matched = [b"" if m is None else m.encode() for m in matched_id]
     heads = np.zeros(n, dtype=_HEADS)
-    heads["version"] = _RECORD_VERSION
+    heads["version"] = RECORD_VERSION
     heads["simhash"] = np.array(simhash, dtype=np.uint64)
     heads["content_hash"] = np.frombuffer(b"".join(content_hash), dtype="V16")
     heads["event_time"] = event_times
     heads["seq"] = [NO_SEQ if seq is None else seq for seq in seqs]
-    heads["distance"] = [-1 if d is None else d for d in distance]
-    heads["flags"] = np.array(late, dtype=np.uint8) * _FLAG_LATE + _FLAG_MATCHED * np.fromiter(
-        (m is not None for m in matched_id), dtype=np.uint8, count=n
-    )
-    for name, parts in (
-        ("decision_len", decisions),
-        ("cluster_len", clusters),
-        ("matched_len", matched),
-        ("sketch_len", sketch),
-    ):
-        heads[name] = np.fromiter(map(len, parts), dtype=np.int64, count=n)
+    heads["sketch_len"] = np.fromiter(map(len, sketch), dtype=np.int64, count=n)
     raw = heads.tobytes()
     size = _HEADS.itemsize
     return [
-        b"".join((raw[at : at + size], d, c, m, s, p))
-        for at, d, c, m, s, p in zip(
-            range(0, n * size, size), decisions, clusters, matched, sketch, payload, strict=True
-        )
+        b"".join((raw[at : at + size], s, p))
+        for at, s, p in zip(range(0, n * size, size), sketch, payload, strict=True)
     ]
 
 
 def record_row(raw: bytes) -> tuple[int, int | None]:
-    """(event time, row seq or None) of an encoded record, without decoding the rest."""
-    _, _, _, event_time, seq, _, _ = _RECORD_HEAD.unpack_from(raw)
+    """(event time, row seq or None) of an encoded record, without decoding the rest. The
+    same bytes in both record versions."""
+    _, _, _, event_time, seq = _COMMON_HEAD.unpack_from(raw)
     return event_time, (None if seq == NO_SEQ else seq)
 
 
@@ -330,30 +295,50 @@ def record_identity(raw: bytes) -> bytes:
     return raw[:_SEQ_AT] + raw[_SEQ_AT + 8 :]
 
 
+def record_version(raw: bytes) -> int:
+    return raw[0]
+
+
 def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
     """The record and its row seq (None when it is not in the search tables)."""
-    version, simhash, content_hash, event_time, seq, distance, flags = _RECORD_HEAD.unpack_from(raw)
-    if version != _RECORD_VERSION:
+    version, simhash, content_hash, event_time, seq, sketch_len = _RECORD_HEAD.unpack_from(raw)
+    if version != RECORD_VERSION:
         raise IndexFormatError(f"article record version {version} is not supported")
-    a, b, c, s = _LENGTHS.unpack_from(raw, _RECORD_HEAD.size)
-    pos = _RECORD_HEAD.size + _LENGTHS.size
-    decision = raw[pos : pos + a].decode()
-    cluster_id = raw[pos + a : pos + a + b].decode()
-    matched_id = raw[pos + a + b : pos + a + b + c].decode()
-    pos += a + b + c
-    sketch = raw[pos : pos + s]
-    pos += s
+    end = _RECORD_HEAD.size + sketch_len
     record = ArticleRecord(
         article_id=article_id,
         simhash=simhash,
         content_hash=content_hash,
         event_time_ms=event_time,
-        cluster_id=cluster_id,
-        decision=decision,
-        matched_id=matched_id if flags & _FLAG_MATCHED else None,
-        distance=None if distance < 0 else distance,
-        late=bool(flags & _FLAG_LATE),
-        payload=raw[pos:],
-        sketch=sketch,
+        payload=raw[end:],
+        sketch=raw[_RECORD_HEAD.size : end],
     )
     return record, (None if seq == NO_SEQ else seq)
+
+
+def decode_legacy_record(
+    article_id: str, raw: bytes
+) -> tuple[ArticleRecord, LegacyDecision, int | None]:
+    """A record of version 2 (index format 3): the record without a payload, the decision
+    and payload it held, and its row seq."""
+    version, simhash, content_hash, event_time, seq, distance, flags = _LEGACY_HEAD.unpack_from(raw)
+    if version != _LEGACY_RECORD_VERSION:
+        raise IndexFormatError(f"article record version {version} is not a legacy record")
+    a, b, c, s = _LEGACY_LENGTHS.unpack_from(raw, _LEGACY_HEAD.size)
+    pos = _LEGACY_HEAD.size + _LEGACY_LENGTHS.size
+    decision = raw[pos : pos + a].decode()
+    cluster_id = raw[pos + a : pos + a + b].decode()
+    matched_id = raw[pos + a + b : pos + a + b + c].decode()
+    pos += a + b + c
+    sketch = raw[pos : pos + s]
+    legacy = LegacyDecision(
+        article_id=article_id,
+        cluster_id=cluster_id,
+        decision=decision,
+        matched_id=matched_id if flags & _LEGACY_MATCHED else None,
+        distance=None if distance < 0 else distance,
+        late=bool(flags & _LEGACY_LATE),
+        payload=raw[pos + s :],
+    )
+    record = ArticleRecord(article_id, simhash, content_hash, event_time, b"", sketch)
+    return record, legacy, (None if seq == NO_SEQ else seq)

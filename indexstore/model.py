@@ -5,7 +5,7 @@ Plain frozen dataclasses with no behaviour, so callers can build and compare the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 
 
@@ -29,18 +29,16 @@ class IndexOptions:
 
 @dataclass(frozen=True, slots=True)
 class ArticleRecord:
-    """One row of the article table (article id -> record)."""
+    """One row of the article table (article id -> record): what the index searches, verifies
+    and expires by, and one opaque payload of the caller's (the service keeps its decision
+    there, in its own format, so the index's layout does not follow the decision message)."""
 
     article_id: str
     simhash: int
     content_hash: bytes
     event_time_ms: int
-    cluster_id: str
-    decision: str
-    matched_id: str | None
-    distance: int | None
-    late: bool
     payload: bytes = b""
+    """Opaque to the index, handed back with every read and match."""
     sketch: bytes = b""
     """Opaque verification data of the caller (e.g. a MinHash), at most 65,535 bytes; handed
     back with every match so a candidate can be verified without another read."""
@@ -56,11 +54,6 @@ class RecordColumns:
     simhash: Sequence[int]
     content_hash: Sequence[bytes]
     event_time_ms: Sequence[int]
-    cluster_id: Sequence[str]
-    decision: Sequence[str]
-    matched_id: Sequence[str | None]
-    distance: Sequence[int | None]
-    late: Sequence[bool]
     payload: Sequence[bytes]
     sketch: Sequence[bytes]
 
@@ -83,9 +76,38 @@ class Match:
     distance: int
     exact: bool
     event_time_ms: int
-    cluster_id: str
+    payload: bytes = b""
+    """The matched article's `ArticleRecord.payload`, from the record the search already read."""
     sketch: bytes = b""
-    """The matched article's `ArticleRecord.sketch`, from the record the search already read."""
+    """The matched article's `ArticleRecord.sketch`, likewise."""
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyDecision:
+    """The fields an article record of index format 3 (record version 2) held beside the
+    index's own: the decision, fixed in the index's layout. Opening such an index hands each
+    record's to the caller's `PayloadUpgrade`, which returns the payload the record keeps."""
+
+    article_id: str
+    cluster_id: str
+    decision: str
+    matched_id: str | None
+    distance: int | None
+    late: bool
+    payload: bytes
+
+
+PayloadUpgrade = Callable[[LegacyDecision], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Migrated:
+    """What opening an index of an earlier format did to bring it to the current one."""
+
+    from_format: int
+    to_format: int
+    records: int  # article records rewritten by this open (a resumed migration: the rest)
+    seconds: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,14 +19,22 @@ from types import TracebackType
 import numpy as np
 import rocksdict
 
-from indexstore import bulk, opening, snapshot
+from indexstore import bulk, migration, opening, snapshot
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
 from indexstore.catalog import Catalog, Segment, multi_get
 from indexstore.commit import Candidate, Commit, Stored
 from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.layout import Layout, choose_layout
-from indexstore.model import ArticleRecord, IndexOptions, IndexStats, RecordColumns, SegmentStats
+from indexstore.model import (
+    ArticleRecord,
+    IndexOptions,
+    IndexStats,
+    Migrated,
+    PayloadUpgrade,
+    RecordColumns,
+    SegmentStats,
+)
 from indexstore.nearest import nearest
 from indexstore.rocksdb_errors import RocksDBErrors
 from indexstore.rocksdb_options import rocksdb_options
@@ -62,6 +70,7 @@ class IndexStore:
     _positions: dict[str, int]
     _catalog: Catalog
     _tables: SearchTables
+    _migrated: Migrated | None
 
     def __init__(self) -> None:
         raise TypeError("use IndexStore.open(path, options)")
@@ -76,11 +85,16 @@ class IndexStore:
         *,
         read_only: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
+        upgrade: PayloadUpgrade | None = None,
     ) -> IndexStore:
         """Create or reopen the index in `path`.
 
         `read_only` opens without taking the directory's lock (to inspect a running service's
-        index); `clock` returns wall-clock milliseconds and is replaced in tests.
+        index); `clock` returns wall-clock milliseconds and is replaced in tests. `upgrade`
+        turns the decision a record of index format 3 held into the payload it keeps: given,
+        such an index is migrated to the current format as it opens (`migrated` tells), or,
+        opened read-only, its records are converted as they are read; without it, such an
+        index is refused for writing.
         """
         opening.validate(options)
         self = object.__new__(cls)
@@ -90,13 +104,14 @@ class IndexStore:
         self._read_only = read_only
         self._batch = None
         self._closed = True
+        self._migrated = None
         self._errors = RocksDBErrors(self._path)
         # Shared by every column family: one cache, one memory budget.
         self._rocksdb_opts = rocksdb_options(options.memory_bytes)
         self._db = opening.open_database(self._path, self._rocksdb_opts, read_only)
         try:
             with self._errors:
-                self._load()
+                self._load(upgrade)
         except BaseException:
             self._db.close()
             raise
@@ -110,7 +125,7 @@ class IndexStore:
             meta = store._meta
         return IndexOptions(max_distance=meta.max_distance, segment_ms=meta.segment_ms, **overrides)
 
-    def _load(self) -> None:
+    def _load(self, upgrade: PayloadUpgrade | None) -> None:
         raw_meta = self._db.get(enc.META_KEY)
         wanted = opening.wanted_meta(self._options)
         if raw_meta is None:
@@ -123,12 +138,22 @@ class IndexStore:
             # A read-only reader just shows what is there, with the k it was built with.
             if not self._read_only:
                 opening.check_compatible(self._path, self._meta, wanted)
+        legacy = self._meta.format == enc.LEGACY_FORMAT_VERSION
+        if legacy and not self._read_only and upgrade is None:
+            raise IndexFormatError(
+                f"the index in {self._path} is of format {self._meta.format}, which this "
+                "version migrates only when opened by the service (it converts the records)"
+            )
         self._layout = choose_layout(self._meta.max_distance, self._options.expected_articles)
         self._watermark, self._next_seq, self._commits = enc.decode_state(
             self._db.get(enc.STATE_KEY)
         )
         self._positions = opening.read_positions(self._db)
         found = opening.scan(self._db, self._path, keep_rows=not self._read_only)
+        if legacy and upgrade is not None and not self._read_only:
+            self._meta, self._migrated = migration.migrate(
+                self._db, self._meta, found.generations.values(), upgrade, self._errors
+            )
         self._catalog = Catalog(
             self._db,
             self._rocksdb_opts,
@@ -137,6 +162,8 @@ class IndexStore:
             found.groups,
             found.segments,
             found.generations,
+            # A read-only tool may look at an index an older version still writes.
+            legacy_upgrade=upgrade if legacy and self._read_only else None,
         )
         self._tables = SearchTables(self._layout)
         saved = None if self._read_only else snapshot.load(self._path, self._layout, self._tag())
@@ -197,6 +224,11 @@ class IndexStore:
     @property
     def layout(self) -> Layout:
         return self._layout
+
+    @property
+    def migrated(self) -> Migrated | None:
+        """What this open did to bring an index of an earlier format to the current one."""
+        return self._migrated
 
     def get(self, article_id: str) -> ArticleRecord | None:
         self._check_open()

@@ -92,7 +92,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:
 
 def _record(i: int, simhash: int, t: int) -> ArticleRecord:
     article_id = f"a{i}"
-    return ArticleRecord(article_id, simhash, CONTENT, t, article_id, "unique", None, None, False)
+    return ArticleRecord(article_id, simhash, CONTENT, t)
 
 
 def run(args: argparse.Namespace) -> int:

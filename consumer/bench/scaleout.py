@@ -20,7 +20,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumer.bench.pipeline import _broker, _free_port, _load
 from consumer.config import IndexConfig
+from consumer.deciding import stored
 from consumer.deciding.decision import DecisionKind
+from consumer.deciding.stored import StoredDecision
 from consumer.errors import NewsdedupError
 from consumer.scaleout.changelog import restore_partition
 from consumer.scaleout.domains import DomainStores
@@ -164,10 +166,10 @@ def _produce_changes(bootstrap: str, topic: str, n: int) -> None:
         event = now - 72 * HOUR_MS + i * (72 * HOUR_MS) // max(n, 1)
         if simhashes and i % 3 == 0:
             simhash = rng.choice(simhashes) ^ (1 << rng.randrange(64))
-            kind, matched, distance = DecisionKind.NEAR_DUPLICATE.value, "bench-0", 1
+            kind, matched, distance = DecisionKind.NEAR_DUPLICATE, "bench-0", 1
         else:
             simhash = rng.getrandbits(64)
-            kind, matched, distance = DecisionKind.UNIQUE.value, None, None
+            kind, matched, distance = DecisionKind.UNIQUE, None, None
         if len(simhashes) < 10_000:
             simhashes.append(simhash)
         record = ArticleRecord(
@@ -175,12 +177,17 @@ def _produce_changes(bootstrap: str, topic: str, n: int) -> None:
             simhash,
             rng.randbytes(16),
             event,
-            article_id if matched is None else matched,
-            kind,
-            matched,
-            distance,
-            False,
-            event.to_bytes(8, "big"),
+            stored.encode(
+                article_id,
+                StoredDecision(
+                    kind,
+                    article_id if matched is None else matched,
+                    matched,
+                    distance,
+                    False,
+                    event,
+                ),
+            ),
         )
         value = encode_change(record)
         while True:

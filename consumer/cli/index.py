@@ -115,21 +115,34 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_get(args: argparse.Namespace) -> int:
-    from consumer.deciding.rules import processed_at_ms
+    from consumer.deciding import stored
 
-    with IndexStore.open(args.state, read_only=True) as store:
+    with IndexStore.open(args.state, read_only=True, upgrade=stored.from_legacy) as store:
         record = store.get(args.article_id)
     if record is None:
         raise InputError(f"no article {args.article_id!r} in {args.state}")
-    doc = dataclasses.asdict(record)
-    doc["simhash"] = f"{record.simhash:016x}"
-    doc["content_hash"] = record.content_hash.hex()
-    doc["event_time"] = format_time_ms(record.event_time_ms)
+    doc: dict[str, object] = {
+        "article_id": record.article_id,
+        "simhash": f"{record.simhash:016x}",
+        "content_hash": record.content_hash.hex(),
+        "event_time_ms": record.event_time_ms,
+    }
+    # The decision is the service's payload; a record written by other code shows it raw.
+    decision = stored.decode_or_none(record.article_id, record.payload)
+    if decision is not None:
+        doc["cluster_id"] = decision.cluster_id
+        doc["decision"] = decision.kind.value
+        doc["matched_id"] = decision.matched_id
+        doc["distance"] = decision.distance
+        doc["late"] = decision.late
     doc["payload"] = record.payload.hex()
-    processed_at = processed_at_ms(record.payload)
-    if processed_at is not None:
-        doc["processed_at"] = format_time_ms(processed_at)
     doc["sketch"] = record.sketch.hex()
+    doc["event_time"] = format_time_ms(record.event_time_ms)
+    if decision is not None:
+        if decision.processed_at_ms is not None:
+            doc["processed_at"] = format_time_ms(decision.processed_at_ms)
+        if decision.corrected:
+            doc["corrected"] = list(decision.corrected)
     print(json.dumps(doc, ensure_ascii=False, indent=2))
     return 0
 
@@ -140,8 +153,12 @@ def run_expire(args: argparse.Namespace) -> int:
         retention = parse_duration_ms(args.retention)
     except ValueError as e:
         raise InputError(str(e)) from e
+    from consumer.deciding import stored
+    from consumer.stream.state import log_migration
+
     options = IndexStore.stored_options(args.state, retention_ms=retention)
-    with IndexStore.open(args.state, options) as store:
+    with IndexStore.open(args.state, options, upgrade=stored.from_legacy) as store:
+        log_migration(store, Path(args.state))
         dropped = store.expire(before)
     print(f"dropped {len(dropped)} segments" + (f": {dropped}" if dropped else ""))
     return 0

@@ -24,19 +24,15 @@ punctuation, spacing or leftover markup has another content hash but the same le
 from __future__ import annotations
 
 import dataclasses
-import struct
 from dataclasses import dataclass
 
 from consumer.config import MatchConfig
+from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, DecisionKind, Source
+from consumer.deciding.stored import StoredDecision
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
 from indexstore import ArticleRecord, Batch, Match
-
-# What the service keeps beside each article record: when the decision was first made, so a
-# re-emitted decision is identical to the first one.
-_PAYLOAD = struct.Struct(">q")
-_ID_LENGTH = struct.Struct(">H")
 
 # Candidates verified per article, best first: past the first few, a verified one is rare and
 # each costs an estimate.
@@ -112,7 +108,10 @@ def decide(
     that were decided before it arrived (see `_corrections`)."""
     prior = batch.lookup(item.id)
     if prior is not None and prior.content_hash == item.content_hash:
-        return _from_record(prior, source), _corrections_again(batch, prior, source)
+        kept = stored.decode(prior.article_id, prior.payload)
+        first = now_ms if kept.processed_at_ms is None else kept.processed_at_ms
+        again = _decision(prior, kept, source, first)
+        return again, _corrections_again(batch, prior.article_id, kept, source)
     result = batch.search(
         item.simhash,
         item.content_hash,
@@ -126,72 +125,55 @@ def decide(
     later_originals = []
     for match in result.matches:
         if match.event_time_ms > item.event_time_ms:
-            if match.cluster_id == match.article_id and _accepts(rules, item, match):
+            if stored.is_own_cluster(match.payload) and _accepts(rules, item, match):
                 later_originals.append(match)
         elif _accepts(rules, item, match):
             best = match
             break
     if best is not None:
         kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
-        cluster_id, matched_id, distance = best.cluster_id, best.article_id, best.distance
+        cluster_id = stored.cluster_of(best.article_id, best.payload)
+        matched_id, distance = best.article_id, best.distance
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
+    decision = StoredDecision(kind, cluster_id, matched_id, distance, result.late, now_ms)
     record = ArticleRecord(
         article_id=item.id,
         simhash=item.simhash,
         content_hash=item.content_hash,
         event_time_ms=result.event_time_ms,
-        cluster_id=cluster_id,
-        decision=kind.value,
-        matched_id=matched_id,
-        distance=distance,
-        late=result.late,
-        payload=_PAYLOAD.pack(now_ms),
         sketch=item.sketch,
     )
-    corrections = _corrections(batch, record, later_originals, source, now_ms)
+    corrections = _corrections(batch, record, cluster_id, later_originals, source, now_ms)
     if corrections:
         # Named in the record, so a re-delivery (its first outputs lost) publishes them again.
-        record = dataclasses.replace(record, payload=_payload(now_ms, [c.id for c in corrections]))
-    batch.put(record)
-    return _decision(record, source, now_ms), corrections
+        decision = dataclasses.replace(decision, corrected=tuple(c.id for c in corrections))
+    batch.put(dataclasses.replace(record, payload=stored.encode(item.id, decision)))
+    return _decision(record, decision, source, now_ms), corrections
 
 
-def _payload(processed_at_ms: int, corrected: list[str]) -> bytes:
-    """What the service keeps beside a record: when it was decided, then the ids it corrected
-    (each as a 2-byte length and UTF-8)."""
-    parts = [_PAYLOAD.pack(processed_at_ms)]
-    for article_id in corrected:
-        raw = article_id.encode("utf-8")
-        parts += [_ID_LENGTH.pack(len(raw)), raw]
-    return b"".join(parts)
-
-
-def _corrected_ids(payload: bytes) -> list[str]:
-    ids, at = [], _PAYLOAD.size
-    while at + _ID_LENGTH.size <= len(payload):
-        (n,) = _ID_LENGTH.unpack_from(payload, at)
-        at += _ID_LENGTH.size
-        ids.append(payload[at : at + n].decode("utf-8"))
-        at += n
-    return ids
-
-
-def _corrections_again(batch: Batch, record: ArticleRecord, source: Source) -> list[Decision]:
-    """The corrections `record`'s article made, as they stand, for a re-delivery of it: the
-    first ones may never have been published (a crash, an aborted transaction)."""
+def _corrections_again(
+    batch: Batch, article_id: str, kept: StoredDecision, source: Source
+) -> list[Decision]:
+    """The corrections `article_id` made, as they stand, for a re-delivery of it: the first
+    ones may never have been published (a crash, an aborted transaction)."""
     again = []
-    for article_id in _corrected_ids(record.payload):
-        current = batch.lookup(article_id)
-        if current is not None and current.matched_id == record.article_id:
-            (processed_at,) = _PAYLOAD.unpack_from(current.payload)
-            again.append(_decision(current, source, processed_at, correction=True))
+    for corrected_id in kept.corrected:
+        current = batch.lookup(corrected_id)
+        if current is None:
+            continue
+        decision = stored.decode(corrected_id, current.payload)
+        if decision.matched_id == article_id and decision.processed_at_ms is not None:
+            again.append(
+                _decision(current, decision, source, decision.processed_at_ms, correction=True)
+            )
     return again
 
 
 def _corrections(
     batch: Batch,
     earlier: ArticleRecord,
+    earlier_cluster_id: str,
     later_originals: list[Match],
     source: Source,
     now_ms: int,
@@ -203,49 +185,44 @@ def _corrections(
     Copies already decided against it keep their decisions (they still name it as matched)."""
     corrected = []
     for match in later_originals:
-        stored = batch.lookup(match.article_id)
-        if stored is None or stored.cluster_id != stored.article_id:
+        record = batch.lookup(match.article_id)
+        if record is None:
             continue
-        exact = stored.content_hash == earlier.content_hash
-        record = dataclasses.replace(
-            stored,
-            cluster_id=earlier.cluster_id,
-            decision=(DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE).value,
+        was = stored.decode(record.article_id, record.payload)
+        if was.cluster_id != record.article_id:
+            continue
+        exact = record.content_hash == earlier.content_hash
+        decision = StoredDecision(
+            kind=DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE,
+            cluster_id=earlier_cluster_id,
             matched_id=earlier.article_id,
             distance=match.distance,
-            payload=_PAYLOAD.pack(now_ms),
+            late=was.late,
+            processed_at_ms=now_ms,
         )
-        batch.put(record)
-        corrected.append(_decision(record, source, now_ms, correction=True))
+        batch.put(dataclasses.replace(record, payload=stored.encode(record.article_id, decision)))
+        corrected.append(_decision(record, decision, source, now_ms, correction=True))
     return corrected
 
 
 def _decision(
-    record: ArticleRecord, source: Source, processed_at_ms: int, correction: bool = False
+    record: ArticleRecord,
+    decision: StoredDecision,
+    source: Source,
+    processed_at_ms: int,
+    correction: bool = False,
 ) -> Decision:
     return Decision(
         id=record.article_id,
-        decision=DecisionKind(record.decision),
-        cluster_id=record.cluster_id,
-        matched_id=record.matched_id,
-        distance=record.distance,
+        decision=decision.kind,
+        cluster_id=decision.cluster_id,
+        matched_id=decision.matched_id,
+        distance=decision.distance,
         simhash=record.simhash,
         content_hash=record.content_hash,
         event_time_ms=record.event_time_ms,
-        late=record.late,
+        late=decision.late,
         source=source,
         processed_at_ms=processed_at_ms,
         correction=correction,
     )
-
-
-def processed_at_ms(payload: bytes) -> int | None:
-    """When the decision stored in `payload` was first made; None for a payload that is not
-    the service's (an index written by other code)."""
-    return _PAYLOAD.unpack_from(payload)[0] if len(payload) >= _PAYLOAD.size else None
-
-
-def _from_record(record: ArticleRecord, source: Source) -> Decision:
-    """The stored decision again, as first made (only `source` names the message answered)."""
-    (processed_at_ms,) = _PAYLOAD.unpack_from(record.payload)
-    return _decision(record, source, processed_at_ms)

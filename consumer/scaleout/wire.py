@@ -16,19 +16,30 @@ upgrade) still read, as dated.
 Changelog topic (decide → itself after a move), key = domain, 0x00, article id (UTF-8), so
 compaction keeps each article's latest record per domain; value:
 
+    >B  version (3)
+    >Q  simhash            16s content hash         >q  event time ms
+    >I  payload length     >H  sketch length
+    payload (the stored decision, consumer/deciding/stored.py), sketch
+
+Version 3 carries the decision as the index keeps it, in the service's own payload. Version 2
+held the decision's fields in fixed places:
+
     >B  version (2)
     >Q  simhash            16s content hash         >q  event time ms
     >B  decision index     >b  distance (-1: none)  >B  late
     >H  cluster id length  >H  matched id length (0xFFFF: none)   >I  payload length
     >H  sketch length
-    cluster id, matched id (UTF-8), payload, sketch
+    cluster id, matched id (UTF-8), payload (processed_at, corrected ids), sketch
 
-Version 2 added the verification sketch (and the text length that decides the short-text
-rule); version 1 records are refused: a restore from them would verify nothing.
+A compacted changelog keeps an article's version-2 record until the article is decided again,
+so this build still reads them, converted as the index converts its own records of that time
+(`stored.from_legacy`). Version 1 records are refused: they had no verification sketch, and a
+restore from them would verify nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 from collections.abc import Sequence
@@ -36,17 +47,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import DecisionKind, Source
-from indexstore import ArticleRecord, RecordColumns
+from consumer.deciding.decision import Source
+from indexstore import ArticleRecord, LegacyDecision, RecordColumns
 
-_VERSION = 2  # of changelog records
+_VERSION = 3  # of changelog records
+_LEGACY_VERSION = 2
 _INTERNAL_VERSION = 3
 _INTERNAL = struct.Struct(">BQq16siqHHIHB")
 _INTERNAL_V2 = struct.Struct(">BQq16siqHHIH")
 _UNDATED = 0x01
-_CHANGE = struct.Struct(">BQ16sqBbBHHIH")
-_NO_MATCH = 0xFFFF
+_CHANGE = struct.Struct(">BQ16sqIH")
 # _CHANGE as one numpy record, for reading the heads of many records at once.
 _CHANGE_HEADS = np.dtype(
     [
@@ -54,17 +66,14 @@ _CHANGE_HEADS = np.dtype(
         ("simhash", ">u8"),
         ("content_hash", "V16"),
         ("event_time", ">i8"),
-        ("kind", "u1"),
-        ("distance", "i1"),
-        ("late", "u1"),
-        ("cluster_len", ">u2"),
-        ("matched_len", ">u2"),
         ("payload_len", ">u4"),
         ("sketch_len", ">u2"),
     ]
 )
-_KIND_VALUES = tuple(kind.value for kind in DecisionKind)
-_KIND_INDEX = {value: i for i, value in enumerate(_KIND_VALUES)}
+_LEGACY_CHANGE = struct.Struct(">BQ16sqBbBHHIH")
+_NO_MATCH = 0xFFFF
+# The kinds as version 2 numbered them.
+_LEGACY_KINDS = ("unique", "duplicate", "near_duplicate")
 
 
 class WireError(ValueError):
@@ -148,28 +157,21 @@ def change_key(domain: str, article_id: str) -> bytes:
 
 
 def encode_change(record: ArticleRecord) -> bytes:
-    cluster = record.cluster_id.encode("utf-8")
-    matched = b"" if record.matched_id is None else record.matched_id.encode("utf-8")
     head = _CHANGE.pack(
         _VERSION,
         record.simhash,
         record.content_hash,
         record.event_time_ms,
-        _KIND_INDEX[record.decision],
-        -1 if record.distance is None else record.distance,
-        record.late,
-        len(cluster),
-        _NO_MATCH if record.matched_id is None else len(matched),
         len(record.payload),
         len(record.sketch),
     )
-    return head + cluster + matched + record.payload + record.sketch
+    return head + record.payload + record.sketch
 
 
 def decode_change(key: bytes, value: bytes) -> tuple[str, ArticleRecord]:
     """(domain, record) of one changelog record."""
-    domain, row = _decode_change_row(key, value)
-    return domain.decode("utf-8"), ArticleRecord(*row)
+    domain, record = _decode_change_row(key, value)
+    return domain.decode("utf-8"), record
 
 
 def decode_changes(
@@ -177,7 +179,7 @@ def decode_changes(
 ) -> dict[str, tuple[list[int], RecordColumns]]:
     """Many changelog records by domain: the positions of each domain's records in the input
     and the records themselves as columns. The fixed heads are read by numpy for all records
-    at once, so only the strings and bytes are sliced record by record."""
+    at once, so only the bytes are sliced record by record."""
     n = len(values)
     if not n:
         return {}
@@ -187,39 +189,29 @@ def decode_changes(
         short = next(len(v) for v in values if len(v) < size)
         raise WireError(f"changelog record too short: {short} bytes, the header alone is {size}")
     heads = np.frombuffer(joined, dtype=_CHANGE_HEADS)
-    versions = heads["version"]
-    if (versions != _VERSION).any():
-        version = int(versions[versions != _VERSION][0])
-        raise WireError(f"changelog record version {version}, this build reads {_VERSION}")
     split = [k.partition(b"\0") for k in keys]
     if not all(sep for _, sep, _ in split):
         key = next(k for k, (_, sep, _) in zip(keys, split, strict=True) if not sep)
         raise WireError(f"changelog key {key!r} has no domain separator")
-    matched_len = heads["matched_len"].astype(np.int64)
-    has_match = matched_len != _NO_MATCH
-    cluster_end = size + heads["cluster_len"].astype(np.int64)
-    matched_end = cluster_end + np.where(has_match, matched_len, 0)
-    payload_end = matched_end + heads["payload_len"].astype(np.int64)
-    sketch_end = payload_end + heads["sketch_len"].astype(np.int64)
-    cluster_end, matched_end = cluster_end.tolist(), matched_end.tolist()
-    payload_end, sketch_end = payload_end.tolist(), sketch_end.tolist()
-    distance = heads["distance"].tolist()
-    columns = (
-        [i.decode("utf-8") for _, _, i in split],
-        heads["simhash"].tolist(),
-        heads["content_hash"].tolist(),
-        heads["event_time"].tolist(),
-        [v[size:e].decode("utf-8") for v, e in zip(values, cluster_end, strict=True)],
-        np.array(_KIND_VALUES, dtype=object)[heads["kind"]].tolist(),
-        [
-            v[a:e].decode("utf-8") if m else None
-            for v, a, e, m in zip(values, cluster_end, matched_end, has_match.tolist(), strict=True)
-        ],
-        [None if d < 0 else d for d in distance],
-        (heads["late"] == 1).tolist(),
-        [v[a:e] for v, a, e in zip(values, matched_end, payload_end, strict=True)],
-        [v[a:e] for v, a, e in zip(values, payload_end, sketch_end, strict=True)],
-    )
+    columns: tuple[list, ...]
+    if (heads["version"] != _VERSION).any():
+        # Records from before an upgrade, mixed with new ones: the rare case, one by one.
+        rows = [_decode_change_row(k, v)[1] for k, v in zip(keys, values, strict=True)]
+        columns = tuple(
+            [getattr(r, f.name) for r in rows] for f in dataclasses.fields(ArticleRecord)
+        )
+    else:
+        payload_end = size + heads["payload_len"].astype(np.int64)
+        sketch_end = payload_end + heads["sketch_len"].astype(np.int64)
+        payload_end, sketch_end = payload_end.tolist(), sketch_end.tolist()
+        columns = (
+            [i.decode("utf-8") for _, _, i in split],
+            heads["simhash"].tolist(),
+            heads["content_hash"].tolist(),
+            heads["event_time"].tolist(),
+            [v[size:e] for v, e in zip(values, payload_end, strict=True)],
+            [v[a:e] for v, a, e in zip(values, payload_end, sketch_end, strict=True)],
+        )
     domains = [d for d, _, _ in split]
     if domains.count(domains[0]) == n:  # the usual case: one domain per partition
         return {domains[0].decode("utf-8"): (list(range(n)), RecordColumns(*columns))}
@@ -232,12 +224,33 @@ def decode_changes(
     }
 
 
-def _decode_change_row(key: bytes, value: bytes) -> tuple[bytes, tuple]:
-    """(domain, the record's fields in `ArticleRecord` order) of one changelog record."""
-    domain, sep, article_id = key.partition(b"\0")
+def _decode_change_row(key: bytes, value: bytes) -> tuple[bytes, ArticleRecord]:
+    """(domain, record) of one changelog record of either version."""
+    domain, sep, raw_id = key.partition(b"\0")
+    if not sep:
+        raise WireError(f"changelog key {key!r} has no domain separator")
+    article_id = raw_id.decode("utf-8")
+    if value[:1] == bytes([_LEGACY_VERSION]):
+        return domain, _decode_legacy_change(article_id, value)
+    try:
+        version, simhash, chash, event_ms, n_payload, n_sketch = _CHANGE.unpack_from(value)
+    except struct.error as e:
+        raise WireError(f"changelog record too short: {e}") from None
+    if version != _VERSION:
+        raise WireError(
+            f"changelog record version {version}, this build reads {_LEGACY_VERSION} and {_VERSION}"
+        )
+    i = _CHANGE.size
+    payload = value[i : i + n_payload]
+    sketch = value[i + n_payload : i + n_payload + n_sketch]
+    return domain, ArticleRecord(article_id, simhash, chash, event_ms, payload, sketch)
+
+
+def _decode_legacy_change(article_id: str, value: bytes) -> ArticleRecord:
+    """A version-2 record, its decision turned into the service's payload."""
     try:
         (
-            version,
+            _,
             simhash,
             chash,
             event_ms,
@@ -248,28 +261,26 @@ def _decode_change_row(key: bytes, value: bytes) -> tuple[bytes, tuple]:
             n_matched,
             n_payload,
             n_sketch,
-        ) = _CHANGE.unpack_from(value)
+        ) = _LEGACY_CHANGE.unpack_from(value)
     except struct.error as e:
         raise WireError(f"changelog record too short: {e}") from None
-    if version != _VERSION or not sep:
-        raise WireError(f"changelog record version {version} or key {key!r} not readable")
-    i = _CHANGE.size
+    if kind >= len(_LEGACY_KINDS):
+        raise WireError(f"changelog record of {article_id!r} has decision index {kind}")
+    i = _LEGACY_CHANGE.size
     cluster = value[i : i + n_cluster].decode("utf-8")
     i += n_cluster
     matched = None
     if n_matched != _NO_MATCH:
         matched = value[i : i + n_matched].decode("utf-8")
         i += n_matched
-    return domain, (
-        article_id.decode("utf-8"),
-        simhash,
-        chash,
-        event_ms,
-        cluster,
-        _KIND_VALUES[kind],
-        matched,
-        None if distance < 0 else distance,
-        late == 1,
-        value[i : i + n_payload],
-        value[i + n_payload : i + n_payload + n_sketch],
+    legacy = LegacyDecision(
+        article_id=article_id,
+        cluster_id=cluster,
+        decision=_LEGACY_KINDS[kind],
+        matched_id=matched,
+        distance=None if distance < 0 else distance,
+        late=late == 1,
+        payload=value[i : i + n_payload],
     )
+    sketch = value[i + n_payload : i + n_payload + n_sketch]
+    return ArticleRecord(article_id, simhash, chash, event_ms, stored.from_legacy(legacy), sketch)

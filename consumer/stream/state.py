@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from consumer.config import IndexConfig
+from consumer.deciding import stored
 from consumer.ops.logs import log_event
 from consumer.ops.memory import release_free_memory
 from consumer.ops.metrics import Metrics
@@ -43,7 +44,25 @@ def index_options(config: IndexConfig) -> IndexOptions:
 def open_index(config: IndexConfig, path: str | None = None) -> IndexStore:
     directory = Path(path or config.path)
     ensure_private_dir(directory)
-    return IndexStore.open(directory, index_options(config))
+    store = IndexStore.open(directory, index_options(config), upgrade=stored.from_legacy)
+    log_migration(store, directory)
+    return store
+
+
+def log_migration(store: IndexStore, directory: Path) -> None:
+    """One line when opening the index brought it to the current format: an operator
+    upgrading sees what happened to the state, and that an older version cannot read it."""
+    migrated = store.migrated
+    if migrated is not None:
+        log_event(
+            log,
+            logging.WARNING,
+            f"migrated the index from format {migrated.from_format} to {migrated.to_format}; "
+            "older versions of newsdedup cannot open it any more",
+            path=str(directory),
+            records=migrated.records,
+            seconds=round(migrated.seconds, 1),
+        )
 
 
 def ensure_private_dir(directory: Path) -> None:

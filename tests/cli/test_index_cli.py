@@ -8,10 +8,15 @@ from pathlib import Path
 import pytest
 
 from consumer.cli import main
+from consumer.deciding import stored
+from consumer.deciding.decision import DecisionKind
+from consumer.deciding.stored import StoredDecision
+from consumer.timetext import format_time_ms
 from indexstore import ArticleRecord, IndexOptions, IndexStore
 
 HOUR = 3_600_000
 T0 = 1_800_000_000_000 - 1_800_000_000_000 % HOUR
+DECIDED = StoredDecision(DecisionKind.NEAR_DUPLICATE, "a0", "a1", 3, True, T0 + 5, ("b", "c"))
 
 
 @pytest.fixture
@@ -28,12 +33,8 @@ def state(tmp_path: Path) -> Path:
                     0xABC << h,
                     b"\1" * 16,
                     T0 + h * HOUR,
-                    f"a{h}",
-                    "unique",
-                    None,
-                    None,
-                    False,
-                    b"src",
+                    # The service's payload for one, a payload of other code for the rest.
+                    stored.encode(f"a{h}", DECIDED) if h == 2 else b"src",
                 )
             )
     return tmp_path
@@ -53,7 +54,25 @@ def test_get(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", "get", "a1", "--state", str(state)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["simhash"] == f"{0xABC << 1:016x}" and doc["payload"] == b"src".hex()
-    assert doc["sketch"] == "" and "processed_at" not in doc
+    assert doc["sketch"] == "" and "processed_at" not in doc and "decision" not in doc
+    assert main(["index", "get", "a2", "--state", str(state)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {
+        "article_id": "a2",
+        "simhash": f"{0xABC << 2:016x}",
+        "content_hash": "01" * 16,
+        "event_time_ms": T0 + 2 * HOUR,
+        "cluster_id": "a0",
+        "decision": "near_duplicate",
+        "matched_id": "a1",
+        "distance": 3,
+        "late": True,
+        "payload": stored.encode("a2", DECIDED).hex(),
+        "sketch": "",
+        "event_time": format_time_ms(T0 + 2 * HOUR),
+        "processed_at": format_time_ms(T0 + 5),
+        "corrected": ["b", "c"],
+    }
     assert main(["index", "get", "nope", "--state", str(state)]) == 2
     assert capsys.readouterr().err == f"newsdedup: error: no article 'nope' in {state}\n"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from consumer.config import IndexConfig
+from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import DecisionKind, Source
 from consumer.deciding.rules import decide
@@ -31,7 +32,7 @@ def test_the_earlier_article_is_the_original_and_the_copy_is_corrected(tmp_path)
         assert corrected.id == "copy" and corrected.correction
         assert corrected.decision is DecisionKind.DUPLICATE
         assert (corrected.matched_id, corrected.cluster_id) == ("orig", "orig")
-        assert store.get("copy").cluster_id == "orig"
+        assert stored.decode("copy", store.get("copy").payload).cluster_id == "orig"
         # A re-delivery of the original (its outputs lost in a crash) publishes both again.
         with store.begin() as batch:
             again, corrections = decide(batch, _article("orig", 0), Source("feed", 0, 0), T0)

@@ -40,12 +40,8 @@ records = st.builds(
         fp,
         chash,
         t,
-        "c-" + (matched or article_id),
-        "unique" if matched is None else "near_duplicate",
-        matched,
-        None if matched is None else fp % 4,
-        late,
-        article_id.encode(),
+        # A payload that differs as a decision would: records equal but for it differ.
+        f"{article_id}|{matched}|{None if matched is None else fp % 4}|{late}".encode(),
         sketch,
     ),
     st.sampled_from(IDS),
@@ -185,7 +181,7 @@ def test_bulk_put_equals_put_record_by_record(
 
 
 def test_bulk_put_refuses_what_put_refuses(tmp_path: Path) -> None:
-    good = ArticleRecord("a", 1, b"\0" * 16, 1_000, "a", "unique", None, None, False)
+    good = ArticleRecord("a", 1, b"\0" * 16, 1_000)
     bad = [
         dataclasses.replace(good, content_hash=b"short"),
         dataclasses.replace(good, simhash=2**64),

@@ -58,11 +58,6 @@ def article(i: int, j: int, updated: bool = False):  # -> ArticleRecord
         simhash=fingerprint(i, j, updated),
         content_hash=bytes([updated]) * 16,
         event_time_ms=10**12 + i * MINUTE,
-        cluster_id=f"b{i}-{j}",
-        decision="unique",
-        matched_id=None,
-        distance=None,
-        late=False,
         payload=b"updated" if updated else b"",
     )
 

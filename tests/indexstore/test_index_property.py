@@ -67,11 +67,6 @@ def record(article_id: str, simhash: int, content_hash: bytes, t: int) -> Articl
         simhash=simhash,
         content_hash=content_hash,
         event_time_ms=t,
-        cluster_id="c-" + article_id,
-        decision="unique",
-        matched_id=None,
-        distance=None,
-        late=False,
         payload=article_id.encode(),
         # Some sketches empty, some not: both must come back with records and matches.
         sketch=(article_id * (simhash % 3)).encode(),

@@ -32,9 +32,7 @@ OPTIONS = IndexOptions(segment_ms=HOUR, retention_ms=3 * HOUR, memory_bytes=8 <<
 
 
 def rec(article_id: str, simhash: int, t: int, content: bytes = b"x" * 16) -> ArticleRecord:
-    return ArticleRecord(
-        article_id, simhash, content, t, article_id, "unique", None, None, False, b"p"
-    )
+    return ArticleRecord(article_id, simhash, content, t, b"p")
 
 
 def open_store(path: Path, options: IndexOptions = OPTIONS) -> IndexStore:

@@ -17,10 +17,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
+from legacy_formats import encode_change_v2
 
 from consumer.config import IndexConfig
+from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import DecisionKind, Source
+from consumer.deciding.stored import StoredDecision
 from consumer.scaleout.decide import Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import (
@@ -48,30 +51,54 @@ texts = st.text(max_size=40)
     simhash=st.integers(0, 2**64 - 1),
     chash=st.binary(min_size=16, max_size=16),
     event=st.integers(0, 2**62),
-    kind=st.sampled_from(list(DecisionKind)),
-    matched=st.one_of(st.none(), texts),
-    distance=st.one_of(st.none(), st.integers(0, 64)),
-    late=st.booleans(),
-    payload=st.binary(max_size=20),
+    payload=st.binary(max_size=40),
     sketch=st.binary(max_size=65),
 )
-def test_change_record_round_trips(
-    article_id, domain, simhash, chash, event, kind, matched, distance, late, payload, sketch
-):
-    record = ArticleRecord(
-        article_id,
-        simhash,
-        chash,
-        event,
-        "c-" + article_id,
-        kind.value,
-        matched,
-        distance,
-        late,
-        payload,
-        sketch,
-    )
+def test_change_record_round_trips(article_id, domain, simhash, chash, event, payload, sketch):
+    record = ArticleRecord(article_id, simhash, chash, event, payload, sketch)
     assert decode_change(change_key(domain, article_id), encode_change(record)) == (domain, record)
+
+
+stored_decisions = st.builds(
+    StoredDecision,
+    st.sampled_from(list(DecisionKind)),
+    texts,
+    st.one_of(st.none(), texts),
+    st.one_of(st.none(), st.integers(0, 64)),
+    st.booleans(),
+    st.integers(-(2**62), 2**62),
+    st.lists(texts, max_size=3).map(tuple),
+)
+
+
+@given(
+    article_id=texts.filter(bool),
+    domain=texts.filter(lambda d: "\0" not in d),
+    simhash=st.integers(0, 2**64 - 1),
+    chash=st.binary(min_size=16, max_size=16),
+    event=st.integers(-(2**62), 2**62),
+    decision=stored_decisions,
+    sketch=st.binary(max_size=65),
+)
+def test_changelog_records_of_the_previous_version_still_read(
+    article_id, domain, simhash, chash, event, decision, sketch
+):
+    """A compacted changelog keeps version-2 records (the decision in fixed fields) after an
+    upgrade: they read as the record this version writes of the same decision, one by one
+    and in bulk, also mixed with new ones."""
+    key = change_key(domain, article_id)
+    payload = stored.encode(article_id, decision)
+    record = ArticleRecord(article_id, simhash, chash, event, payload, sketch)
+    old = encode_change_v2(simhash, chash, event, decision, sketch)
+    assert decode_change(key, old) == (domain, record)
+    other = ArticleRecord("new", 1, b"\0" * 16, 5, stored.encode("new", decision), b"")
+    bulk = decode_changes([key, change_key(domain, "new")], [old, encode_change(other)])
+    ((at, columns),) = bulk.values()
+    assert at == [0, 1]
+    assert [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)] == [
+        record,
+        other,
+    ]
 
 
 change_records = st.builds(
@@ -80,12 +107,7 @@ change_records = st.builds(
     st.integers(0, 2**64 - 1),
     st.binary(min_size=16, max_size=16),
     st.integers(-(2**62), 2**62),
-    texts,
-    st.sampled_from([kind.value for kind in DecisionKind]),
-    st.one_of(st.none(), texts),
-    st.one_of(st.none(), st.integers(0, 64)),
-    st.booleans(),
-    st.binary(max_size=20),
+    st.binary(max_size=40),
     st.binary(max_size=65),
 )
 
@@ -112,7 +134,7 @@ def test_changes_decoded_in_bulk_equal_one_by_one(changes):
 
 
 def test_bulk_decoding_refuses_what_decoding_one_refuses():
-    record = ArticleRecord("a", 1, b"\0" * 16, 5, "a", "unique", None, None, False)
+    record = ArticleRecord("a", 1, b"\0" * 16, 5)
     good = encode_change(record)
     for key, value in [
         (b"no separator", good),
@@ -204,13 +226,28 @@ def decide_into(stores: DomainStores, feed: list[Analyzed], batch: int = 50) -> 
     return changes
 
 
+def as_previous_version(key: bytes, value: bytes) -> bytes:
+    """The changelog record the previous version wrote for the same decision."""
+    _, record = decode_change(key, value)
+    decision = stored.decode(record.article_id, record.payload)
+    return encode_change_v2(
+        record.simhash, record.content_hash, record.event_time_ms, decision, record.sketch
+    )
+
+
 @pytest.mark.kafka
+@pytest.mark.parametrize("before_upgrade", [0.0, 0.6], ids=["current", "upgraded-midway"])
 def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
-    kafka_bootstrap, kafka_admin, tmp_path
+    kafka_bootstrap, kafka_admin, tmp_path, before_upgrade
 ):
+    """Also when the first records on the topic were written by the previous version (the
+    decision in fixed fields): a compacted changelog keeps them after an upgrade."""
     feed = synthetic_feed(3000)
     with DomainStores(INDEX, tmp_path / "writer") as writer:
         changes = decide_into(writer, feed)
+        old = int(len(changes) * before_upgrade)
+        changes = [(k, as_previous_version(k, v)) for k, v in changes[:old]] + changes[old:]
+        assert sum(v[0] == 2 for _, v in changes) == old
         original = writer.store(0, "")
         ids = sorted({a.id for a in feed})
         want_records = {i: original.get(i) for i in ids}
@@ -261,6 +298,6 @@ def _searches(store, probes: list[int]) -> list[tuple]:
     with store.begin() as batch:
         for probe in probes:
             result = batch.search(probe, b"\0" * 16, T0 + 10**9, limit=20)
-            out.append(tuple((m.article_id, m.distance, m.cluster_id) for m in result.matches))
+            out.append(tuple((m.article_id, m.distance, m.payload) for m in result.matches))
         batch.abort()
     return out

@@ -25,9 +25,7 @@ def _store(path: Path, hours: int) -> IndexStore:
     with store.begin() as batch:
         for h in range(hours):
             t = NOW - (hours - 1 - h) * HOUR
-            batch.put(
-                ArticleRecord(f"a{h}", h, b"x" * 16, t, f"a{h}", "unique", None, None, False, b"p")
-            )
+            batch.put(ArticleRecord(f"a{h}", h, b"x" * 16, t, b"p"))
     return store
 
 

@@ -18,6 +18,7 @@ from service_support import (
 )
 
 from consumer.config import IndexConfig
+from consumer.deciding import stored
 from consumer.stream.state import index_options
 from indexstore import IndexStore
 
@@ -76,8 +77,9 @@ def test_sigkill_loses_nothing_and_doubles_nothing(kafka_bootstrap, topics, tmp_
         for article_id in rng.sample(sorted(ids), 500):
             record = store.get(article_id)
             assert record is not None
-            assert record.decision == decisions[article_id][-1]["decision"]
-            assert record.cluster_id == decisions[article_id][-1]["cluster_id"]
+            kept = stored.decode(article_id, record.payload)
+            assert kept.kind.value == decisions[article_id][-1]["decision"]
+            assert kept.cluster_id == decisions[article_id][-1]["cluster_id"]
 
 
 def test_instance_joining_and_leaving_loses_and_doubles_nothing(kafka_bootstrap, topics, tmp_path):

@@ -25,6 +25,7 @@ from service_support import (
 
 from consumer.bench.scaleout import _produce_changes
 from consumer.config import IndexConfig
+from consumer.deciding import stored
 from consumer.stream.state import index_options
 from indexstore import IndexStore
 
@@ -115,8 +116,9 @@ def test_full_disk_stops_cleanly_and_a_restart_resumes_after_space_returns(
         for article_id in ids:
             record = store.get(article_id)
             assert record is not None
-            assert record.decision == decisions[article_id][0]["decision"]
-            assert record.cluster_id == decisions[article_id][0]["cluster_id"]
+            kept = stored.decode(article_id, record.payload)
+            assert kept.kind.value == decisions[article_id][0]["decision"]
+            assert kept.cluster_id == decisions[article_id][0]["cluster_id"]
 
 
 def flip_bytes(path: Path, length: int = 64) -> None:
@@ -190,7 +192,8 @@ def test_damaged_state_is_refused_with_one_line_and_rebuilt_from_the_feed(
         for article_id, decision in published.items():
             record = store.get(article_id)
             assert record is not None, article_id
-            assert (record.decision, record.cluster_id, record.matched_id) == (
+            kept = stored.decode(article_id, record.payload)
+            assert (kept.kind.value, kept.cluster_id, kept.matched_id) == (
                 decision["decision"],
                 decision["cluster_id"],
                 decision["matched_id"],

@@ -58,7 +58,7 @@ class ReferenceIndex:
             ranked.append(
                 (
                     (d, not exact, rec.event_time_ms, seq),
-                    Match(article_id, d, exact, rec.event_time_ms, rec.cluster_id, rec.sketch),
+                    Match(article_id, d, exact, rec.event_time_ms, rec.payload, rec.sketch),
                 )
             )
         ranked.sort(key=lambda x: x[0])

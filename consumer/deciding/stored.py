@@ -1,0 +1,166 @@
+"""The decision as the service keeps it beside each article: the index record's payload.
+
+The index stores this payload without reading it (indexstore: `ArticleRecord.payload`), so
+the decision message can change without changing the index's format; this module alone
+builds and reads it. Layout:
+
+    >B  version (1)
+    >B  flags: bits 0-1 decision kind (unique, duplicate, near_duplicate), bit 2 late,
+        bit 3 matched id present, bit 4 the article is its own cluster (no cluster id stored),
+        bit 5 processed_at unknown
+    >b  distance (-1: none)
+    >q  processed_at ms: when the decision was first made, so a re-emitted one is identical
+    >H  cluster id length   >H  matched id length
+    cluster id, matched id (UTF-8), then the ids of the articles this one corrected
+    (consumer/deciding/rules.py), each a >H length and UTF-8
+
+Most articles are their own cluster: the flag spares storing the id twice, and tells a
+search whether a match is an original without decoding the rest. A new version byte lets
+a later layout be read beside this one.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from consumer.deciding.decision import DecisionKind
+from indexstore import LegacyDecision
+
+VERSION = 1
+_HEAD = struct.Struct(">BBbqHH")
+_ID_LENGTH = struct.Struct(">H")
+# Stable numbering of the kinds on disk, whatever the order of the enum.
+_KINDS = (DecisionKind.UNIQUE, DecisionKind.DUPLICATE, DecisionKind.NEAR_DUPLICATE)
+_KIND_BITS = {kind: i for i, kind in enumerate(_KINDS)}
+_KIND_MASK = 0b11
+_LATE = 1 << 2
+_MATCHED = 1 << 3
+_OWN_CLUSTER = 1 << 4
+_NO_TIME = 1 << 5
+_FLAGS_AT = 1
+# What an index of format 3 kept in its records' payload: processed_at, then corrected ids.
+_LEGACY_TIME = struct.Struct(">q")
+
+
+class StoredFormatError(ValueError):
+    """A payload that is not a decision of a version this build reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDecision:
+    """What the service keeps of an article's decision, beside the index's own fields."""
+
+    kind: DecisionKind
+    cluster_id: str
+    matched_id: str | None
+    distance: int | None
+    late: bool
+    processed_at_ms: int | None
+    """None only for a record converted from an older index whose payload had no time."""
+    corrected: tuple[str, ...] = ()
+    """Articles this one's arrival decided again (their corrections are republished with it)."""
+
+
+def encode(article_id: str, decision: StoredDecision) -> bytes:
+    own = decision.cluster_id == article_id
+    cluster = b"" if own else decision.cluster_id.encode("utf-8")
+    matched = b"" if decision.matched_id is None else decision.matched_id.encode("utf-8")
+    flags = (
+        _KIND_BITS[decision.kind]
+        | (_LATE if decision.late else 0)
+        | (_MATCHED if decision.matched_id is not None else 0)
+        | (_OWN_CLUSTER if own else 0)
+        | (_NO_TIME if decision.processed_at_ms is None else 0)
+    )
+    parts = [
+        _HEAD.pack(
+            VERSION,
+            flags,
+            -1 if decision.distance is None else decision.distance,
+            decision.processed_at_ms or 0,
+            len(cluster),
+            len(matched),
+        ),
+        cluster,
+        matched,
+    ]
+    for corrected_id in decision.corrected:
+        raw = corrected_id.encode("utf-8")
+        parts += [_ID_LENGTH.pack(len(raw)), raw]
+    return b"".join(parts)
+
+
+def decode(article_id: str, payload: bytes) -> StoredDecision:
+    if payload[:1] != bytes([VERSION]) or len(payload) < _HEAD.size:
+        raise StoredFormatError(
+            f"the stored decision of {article_id!r} is not of version {VERSION} "
+            f"(first byte {payload[:1].hex() or 'none'})"
+        )
+    _, flags, distance, processed_at, n_cluster, n_matched = _HEAD.unpack_from(payload)
+    at = _HEAD.size
+    cluster_id = article_id if flags & _OWN_CLUSTER else payload[at : at + n_cluster].decode()
+    at += n_cluster
+    matched_id = payload[at : at + n_matched].decode() if flags & _MATCHED else None
+    at += n_matched
+    corrected = []
+    while at + _ID_LENGTH.size <= len(payload):
+        (n,) = _ID_LENGTH.unpack_from(payload, at)
+        at += _ID_LENGTH.size
+        corrected.append(payload[at : at + n].decode())
+        at += n
+    return StoredDecision(
+        kind=_KINDS[flags & _KIND_MASK],
+        cluster_id=cluster_id,
+        matched_id=matched_id,
+        distance=None if distance < 0 else distance,
+        late=bool(flags & _LATE),
+        processed_at_ms=None if flags & _NO_TIME else processed_at,
+        corrected=tuple(corrected),
+    )
+
+
+def decode_or_none(article_id: str, payload: bytes) -> StoredDecision | None:
+    """The stored decision, or None for a payload that is not one (an index written by other
+    code than the service, e.g. `newsdedup bench index`)."""
+    try:
+        return decode(article_id, payload)
+    except (StoredFormatError, struct.error, UnicodeDecodeError):
+        return None
+
+
+def is_own_cluster(payload: bytes) -> bool:
+    """Whether the article started its own cluster: a match's check, without decoding."""
+    return bool(payload[_FLAGS_AT] & _OWN_CLUSTER)
+
+
+def cluster_of(article_id: str, payload: bytes) -> str:
+    """The article's cluster id, decoding no more than it needs."""
+    if payload[_FLAGS_AT] & _OWN_CLUSTER:
+        return article_id
+    (n_cluster,) = _ID_LENGTH.unpack_from(payload, _HEAD.size - 2 * _ID_LENGTH.size)
+    return payload[_HEAD.size : _HEAD.size + n_cluster].decode()
+
+
+def from_legacy(legacy: LegacyDecision) -> bytes:
+    """The payload of a record that an index of format 3 (or a changelog record of version
+    2) held as fixed fields: the same decision, the same processed_at and corrected ids."""
+    old = legacy.payload
+    processed_at = _LEGACY_TIME.unpack_from(old)[0] if len(old) >= _LEGACY_TIME.size else None
+    corrected = []
+    at = _LEGACY_TIME.size
+    while at + _ID_LENGTH.size <= len(old):
+        (n,) = _ID_LENGTH.unpack_from(old, at)
+        at += _ID_LENGTH.size
+        corrected.append(old[at : at + n].decode("utf-8"))
+        at += n
+    decision = StoredDecision(
+        kind=DecisionKind(legacy.decision),
+        cluster_id=legacy.cluster_id,
+        matched_id=legacy.matched_id,
+        distance=legacy.distance,
+        late=legacy.late,
+        processed_at_ms=processed_at,
+        corrected=tuple(corrected),
+    )
+    return encode(legacy.article_id, decision)

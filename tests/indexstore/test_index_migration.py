@@ -1,0 +1,238 @@
+"""An index of format 3 (the decision in fixed fields of each record), as the previous release
+left it on disk, opens with this version: migrated in place to format 4 when opened for
+writing, read as it is when opened read-only; the decisions are the same afterwards, and a
+migration stopped anywhere (the process killed, a conversion failing) loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rocksdict
+from legacy_formats import downgrade_index
+
+from consumer.corpus import iter_jsonl, shared_data_dir
+from consumer.deciding import stored
+from indexstore import ArticleRecord, IndexFormatError, IndexStore, LegacyDecision
+from indexstore import migration as index_migration
+
+NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
+# A window of a century: the corpus spans years, and nothing may expire between the runs.
+ENVIRONMENT = {
+    "NEWSDEDUP_SERVICE_WORKERS": "1",
+    "NEWSDEDUP_INDEX_RETENTION": "36500d",
+    "NEWSDEDUP_INDEX_SEGMENT": "30d",
+}
+FIRST, ALL = 400, 600
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The index this version leaves after deciding the first articles of a real feed, and
+    what it then decides of the whole feed (the first ones delivered again, then new ones).
+    Each test works on a copy of the index, so the expensive part runs once."""
+    root = tmp_path_factory.mktemp("migration")
+    lines = [
+        json.dumps(a, ensure_ascii=False) + "\n"
+        for a in iter_jsonl(shared_data_dir() / "zh_hkcnews_2017_2022.jsonl.gz", ALL)
+    ]
+    # One name: a decision's source names the file.
+    for name, count in (("first", FIRST), ("all", ALL)):
+        (root / name).mkdir()
+        (root / name / "feed.jsonl").write_text("".join(lines[:count]))
+    check(root / "first" / "feed.jsonl", root / "state")
+    reference = root / "reference"
+    subprocess.run(["cp", "-r", str(root / "state"), str(reference)], check=True)
+    return root, check(root / "all" / "feed.jsonl", reference)
+
+
+def check(feed: Path, state: Path) -> list[str]:
+    out = state.parent / f"{state.name}.out.jsonl"
+    result = subprocess.run(
+        [*NEWSDEDUP, "check", str(feed), "-o", str(out), "--state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **ENVIRONMENT},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return out.read_text().splitlines()
+
+
+def copy_state(written: tuple[Path, list[str]], tmp_path: Path) -> Path:
+    state = tmp_path / "state"
+    subprocess.run(["cp", "-r", str(written[0] / "state"), str(state)], check=True)
+    return state
+
+
+def records(state: Path, ids: list[str], **open_args: Any) -> dict[str, ArticleRecord | None]:
+    with IndexStore.open(state, read_only=True, **open_args) as store:
+        return {article_id: store.get(article_id) for article_id in ids}
+
+
+def ids_of(decisions: list[str]) -> list[str]:
+    return list(dict.fromkeys(json.loads(line)["id"] for line in decisions))
+
+
+def format_of(state: Path) -> int:
+    db = rocksdict.Rdict(
+        str(state), rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only()
+    )
+    try:
+        return int(json.loads(db[b"meta"])["format"])
+    finally:
+        db.close()
+
+
+def without_processed_at(line: str) -> str:
+    return re.sub(r'"processed_at":"[^"]*",', "", line)
+
+
+def test_a_migrated_index_gives_the_same_decisions(
+    written: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """The whole feed against the migrated index is decided as against the index that was
+    never migrated: the articles delivered again byte for byte, processed_at included (it is
+    stored), and the new ones but for their processed_at (now)."""
+    root, expected = written
+    state = copy_state(written, tmp_path)
+    ids = ids_of(expected)
+    before = records(state, ids)
+    assert downgrade_index(state) == sum(r is not None for r in before.values()) > 0
+    assert format_of(state) == 3
+    # Read-only, as a tool sees an index an older version still writes: converted on read.
+    assert records(state, ids, upgrade=stored.from_legacy) == before
+    got = check(root / "all" / "feed.jsonl", state)
+    assert format_of(state) == 4
+    assert [without_processed_at(line) for line in got] == [
+        without_processed_at(line) for line in expected
+    ]
+    again = [line for line in expected if json.loads(line)["source"]["offset"] < FIRST]
+    assert again and set(again) <= set(got)
+    # Re-deliveries, verified candidates, clusters, corrections: the feed exercises them all.
+    kinds = {json.loads(line)["decision"] for line in expected}
+    assert kinds == {"unique", "duplicate", "near_duplicate"}
+    assert any('"correction":true' in line for line in expected)
+
+
+def test_the_migration_is_logged_once(written: tuple[Path, list[str]], tmp_path: Path) -> None:
+    state = copy_state(written, tmp_path)
+    downgrade_index(state)
+    logs = []
+    for _ in range(2):
+        result = subprocess.run(
+            [*NEWSDEDUP, "index", "expire", "--state", str(state), "--before", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        logs.append(result.stderr)
+    assert logs[0].count("migrated the index from format 3 to 4") == 1, logs[0]
+    assert "migrated" not in logs[1]
+
+
+def test_a_migration_killed_midway_continues_at_the_next_open(
+    written: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    state = copy_state(written, tmp_path)
+    ids = [a for a, r in records(state, ids_of(written[1])).items() if r is not None]
+    before = records(state, ids)
+    downgrade_index(state)
+    # The process dies (no close, no cleanup) after three chunks are written.
+    script = textwrap.dedent(
+        f"""
+        import os
+        from consumer.deciding import stored
+        from indexstore import IndexStore, migration
+        migration.CHUNK_RECORDS = 100
+        path = {str(state)!r}
+        done = 0
+        def upgrade(legacy):
+            global done
+            done += 1
+            if done > 350:
+                os._exit(9)
+            return stored.from_legacy(legacy)
+        IndexStore.open(path, IndexStore.stored_options(path), upgrade=upgrade)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], timeout=120, check=False)
+    assert result.returncode == 9
+    assert format_of(state) == 3
+    versions = record_versions(state)
+    assert versions == {2: len(ids) - 300, 3: 300}
+    with IndexStore.open(
+        state, IndexStore.stored_options(state), upgrade=stored.from_legacy
+    ) as store:
+        assert store.migrated is not None and store.migrated.records == len(ids) - 300
+    assert format_of(state) == 4
+    assert records(state, ids) == before
+
+
+def test_a_failing_conversion_stops_the_migration_and_loses_nothing(
+    written: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = copy_state(written, tmp_path)
+    ids = [a for a, r in records(state, ids_of(written[1])).items() if r is not None]
+    before = records(state, ids)
+    downgrade_index(state)
+    monkeypatch.setattr(index_migration, "CHUNK_RECORDS", 64)
+    converted = 0
+
+    def failing(legacy: LegacyDecision) -> bytes:
+        nonlocal converted
+        converted += 1
+        if converted == 200:
+            raise RuntimeError("injected")
+        return stored.from_legacy(legacy)
+
+    with pytest.raises(RuntimeError, match="injected"):
+        IndexStore.open(state, IndexStore.stored_options(state), upgrade=failing)
+    assert format_of(state) == 3 and record_versions(state)[3] == 192
+    with IndexStore.open(
+        state, IndexStore.stored_options(state), upgrade=stored.from_legacy
+    ) as store:
+        assert store.migrated is not None and store.migrated.records == len(ids) - 192
+    assert records(state, ids) == before
+
+
+def test_a_format_3_index_is_not_written_without_its_conversion(
+    written: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    state = copy_state(written, tmp_path)
+    downgrade_index(state)
+    with pytest.raises(IndexFormatError, match="format 3"):
+        IndexStore.open(state, IndexStore.stored_options(state))
+    assert format_of(state) == 3
+
+
+def record_versions(state: Path) -> dict[int, int]:
+    names = rocksdict.Rdict.list_cf(str(state))
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(
+        str(state),
+        opts,
+        column_families={n: opts for n in names if n != "default"},
+        access_type=rocksdict.AccessType.read_only(),
+    )
+    counts: dict[int, int] = {}
+    try:
+        for name in names:
+            if name.startswith("articles."):
+                cf = db.get_column_family(name)
+                for value in cf.values():
+                    counts[value[0]] = counts.get(value[0], 0) + 1
+                del cf
+    finally:
+        db.close()
+    return counts

@@ -1,0 +1,135 @@
+"""The byte layouts of the previous release, written from their documentation, so tests can
+put on disk and on a topic what that release left there: an index of format 3 (article
+records of version 2, the decision in fixed fields) and changelog records of version 2.
+
+These layouts are history and never change, so this module does not rot; it is
+deliberately independent of the project's own readers of them (indexstore.encoding,
+consumer.scaleout.wire), which the tests check against it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import rocksdict
+
+from consumer.deciding import stored
+
+_RECORD_HEAD = struct.Struct(">BQ16sqQbB")
+_RECORD_LENGTHS = struct.Struct(">HHHH")
+_RECORD_HEAD_V3 = struct.Struct(">BQ16sqQH")
+_CHANGE = struct.Struct(">BQ16sqBbBHHIH")
+_KINDS = ("unique", "duplicate", "near_duplicate")
+_TIME = struct.Struct(">q")
+_ID_LENGTH = struct.Struct(">H")
+
+
+def legacy_payload(decision: stored.StoredDecision) -> bytes:
+    """What the service kept in the payload then: processed_at, then the corrected ids."""
+    if decision.processed_at_ms is None:
+        return b""
+    parts = [_TIME.pack(decision.processed_at_ms)]
+    for article_id in decision.corrected:
+        raw = article_id.encode()
+        parts += [_ID_LENGTH.pack(len(raw)), raw]
+    return b"".join(parts)
+
+
+def encode_record_v2(
+    simhash: int,
+    content_hash: bytes,
+    event_time_ms: int,
+    seq: int,
+    decision: stored.StoredDecision,
+    sketch: bytes,
+) -> bytes:
+    matched = decision.matched_id
+    flags = (1 if decision.late else 0) | (2 if matched is not None else 0)
+    strings = [decision.kind.value.encode(), decision.cluster_id.encode(), (matched or "").encode()]
+    return b"".join(
+        (
+            _RECORD_HEAD.pack(
+                2,
+                simhash,
+                content_hash,
+                event_time_ms,
+                seq,
+                -1 if decision.distance is None else decision.distance,
+                flags,
+            ),
+            _RECORD_LENGTHS.pack(*map(len, strings), len(sketch)),
+            *strings,
+            sketch,
+            legacy_payload(decision),
+        )
+    )
+
+
+def encode_change_v2(
+    simhash: int,
+    content_hash: bytes,
+    event_time_ms: int,
+    decision: stored.StoredDecision,
+    sketch: bytes,
+) -> bytes:
+    cluster = decision.cluster_id.encode()
+    matched = None if decision.matched_id is None else decision.matched_id.encode()
+    payload = legacy_payload(decision)
+    head = _CHANGE.pack(
+        2,
+        simhash,
+        content_hash,
+        event_time_ms,
+        _KINDS.index(decision.kind.value),
+        -1 if decision.distance is None else decision.distance,
+        decision.late,
+        len(cluster),
+        0xFFFF if matched is None else len(matched),
+        len(payload),
+        len(sketch),
+    )
+    return head + cluster + (matched or b"") + payload + sketch
+
+
+def downgrade_index(path: Path) -> int:
+    """Turn a closed index written by this version (format 4) into the one the previous
+    release would have written with the same contents (format 3): only the article records
+    and the metadata differ between the two. Returns the records rewritten."""
+    names = rocksdict.Rdict.list_cf(str(path))
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(
+        str(path), opts, column_families={n: opts for n in names if n != "default"}
+    )
+    rewritten = 0
+    try:
+        for name in names:
+            if not name.startswith("articles."):
+                continue
+            cf = db.get_column_family(name)
+            handle = db.get_column_family_handle(name)
+            wb = rocksdict.WriteBatch(raw_mode=True)
+            for key, value in cf.items():
+                version, simhash, chash, event_time, seq, n_sketch = _RECORD_HEAD_V3.unpack_from(
+                    value
+                )
+                assert version == 3, version
+                end = _RECORD_HEAD_V3.size + n_sketch
+                decision = stored.decode(key.decode(), value[end:])
+                sketch = value[_RECORD_HEAD_V3.size : end]
+                wb.put(
+                    key,
+                    encode_record_v2(simhash, chash, event_time, seq, decision, sketch),
+                    handle,
+                )
+                rewritten += 1
+            db.write(wb)
+            del cf, handle
+        meta = json.loads(db[b"meta"])
+        assert meta["format"] == 4, meta
+        meta["format"] = 3
+        db[b"meta"] = json.dumps(meta, sort_keys=True).encode()
+    finally:
+        db.close()
+    return rewritten
