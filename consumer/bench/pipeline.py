@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,13 +29,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumer.corpus import open_bytes
+from consumer.bench.harness import (
+    PrivateBroker,
+    bench_topics,
+    free_port,
+    load_feed,
+    tree_cpu_seconds,
+    tree_rss,
+)
 from consumer.errors import NewsdedupError
 from consumer.ops.progress import Progress
-
-REPO = Path(__file__).resolve().parent.parent.parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +120,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     wanted = args.limit + int(args.rate * args.rate_seconds)
-    values = _load(args.data, wanted)
+    values = load_feed(args.data, wanted)
     if args.cycle and values:
         values = _cycled(values, wanted)
     if len(values) < args.limit:
         raise NewsdedupError(f"{args.data} has only {len(values)} articles")
     results: list[RunResult] = []
-    with _broker(args.bootstrap_servers) as bootstrap:
+    with PrivateBroker(args.bootstrap_servers) as bootstrap:
         for delivery in args.delivery.split(","):
             results.append(_full_speed(bootstrap, values[: args.limit], delivery, args))
             if args.scrape_compare:
@@ -139,23 +142,6 @@ def run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(path: str, n: int) -> list[bytes]:
-    """The first `n` lines that the service will decide (an id and some text), so every run
-    knows how many decisions to wait for."""
-    values = []
-    with open_bytes(path) as f:
-        for line in f:
-            try:
-                article = json.loads(line)
-            except ValueError:
-                continue
-            if article.get("id") and (article.get("title") or article.get("content")):
-                values.append(line.rstrip(b"\r\n"))
-            if len(values) >= n:
-                break
-    return values
-
-
 def _cycled(values: list[bytes], n: int) -> list[bytes]:
     """`values` repeated up to `n`, each later round with new ids and its round number in the
     title, so the index holds every copy (a verbatim copy with a new id would be held too,
@@ -169,67 +155,6 @@ def _cycled(values: list[bytes], n: int) -> list[bytes]:
             out.append(json.dumps(copy, ensure_ascii=False).encode())
         round_no += 1
     return out
-
-
-class _broker:
-    """The given bootstrap, or a private scripts/kafka-local broker for the benchmark's life."""
-
-    def __init__(self, bootstrap: str | None) -> None:
-        self.bootstrap = bootstrap
-        self.env: dict[str, str] | None = None
-
-    def __enter__(self) -> str:
-        if self.bootstrap:
-            return self.bootstrap
-        script = REPO / "scripts" / "kafka-local"
-        if not script.exists():
-            raise NewsdedupError(
-                "no --bootstrap-servers given, and scripts/kafka-local, which starts a private "
-                "broker, is only in a source checkout"
-            )
-        port = _free_port()
-        self._dir = tempfile.TemporaryDirectory(prefix="newsdedup-bench-kafka-")
-        self.env = {
-            **os.environ,
-            "KAFKA_PORT": str(port),
-            "KAFKA_CONTROLLER_PORT": str(_free_port()),
-            "KAFKA_DATA_DIR": self._dir.name,
-            "KAFKA_HEAP": "-Xmx1g",
-            "PYTHON": sys.executable,
-        }
-        out = subprocess.run([str(script), "start"], env=self.env, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise NewsdedupError(f"could not start a broker: {out.stderr.strip()[-500:]}")
-        return out.stdout.strip().splitlines()[-1]
-
-    def __exit__(self, *exc: object) -> None:
-        if self.env is not None:
-            subprocess.run(
-                [str(REPO / "scripts" / "kafka-local"), "stop"], env=self.env, capture_output=True
-            )
-            self._dir.cleanup()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _topics(bootstrap: str, partitions: int) -> tuple[str, str, str]:
-    run = uuid.uuid4().hex[:8]
-    names = (f"bench-{run}.in", f"bench-{run}.out", f"bench-{run}.dlq")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [
-            NewTopic(names[0], partitions, 1),
-            NewTopic(names[1], partitions, 1),
-            NewTopic(names[2], 1, 1),
-        ]
-    )
-    for f in futures.values():
-        f.result(30)
-    return names
 
 
 def _producer(bootstrap: str) -> Producer:
@@ -274,7 +199,7 @@ class _Service:
         scrape: bool = False,
         service_path: str | None = None,
     ) -> None:
-        self.metrics_port = _free_port()
+        self.metrics_port = free_port()
         env = {
             **os.environ,
             "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -317,8 +242,8 @@ class _Service:
 
     def _sample(self) -> None:
         while self._sampling:
-            self.peak_rss = max(self.peak_rss, _tree_rss(self.process.pid))
-            self.cpu_samples.append((time.time() * 1000, _tree_cpu_seconds(self.process.pid)))
+            self.peak_rss = max(self.peak_rss, tree_rss(self.process.pid))
+            self.cpu_samples.append((time.time() * 1000, tree_cpu_seconds(self.process.pid)))
             time.sleep(0.2)
 
     def cpu_between(self, first_ms: float, last_ms: float) -> float:
@@ -340,44 +265,6 @@ class _Service:
         if self.process.returncode not in (0, None, -9):
             err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
             raise NewsdedupError(f"the service exited with {self.process.returncode}: {err[-800:]}")
-
-
-def _tree(pid: int) -> list[int]:
-    """`pid` and its children (one level: the worker pool). Children of every thread: the
-    service starts its pool from a thread other than the main one."""
-    pids = [pid]
-    for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            pids += [int(c) for c in children.read_text().split()]
-        except OSError:
-            continue
-    return pids
-
-
-def _tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of `pid` and its worker processes so far."""
-    ticks = 0
-    for p in _tree(pid):
-        try:
-            # After the command's closing parenthesis: fields 3 on; utime, stime are 14, 15.
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            continue
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _tree_rss(pid: int) -> int:
-    """RSS in bytes of `pid` and its worker processes."""
-    total = 0
-    for p in _tree(pid):
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except OSError:
-            continue
-    return total
 
 
 def _read_decisions(
@@ -436,7 +323,7 @@ def _full_speed(
     args: argparse.Namespace,
     scrape: bool = False,
 ) -> RunResult:
-    topics = _topics(bootstrap, args.partitions)
+    topics = bench_topics(bootstrap, args.partitions)
     _produce(bootstrap, topics[0], values)
     mode = "full_speed+scrape" if scrape else "full_speed"
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
@@ -471,7 +358,7 @@ def _full_speed(
 def _fixed_rate(
     bootstrap: str, values: list[bytes], delivery: str, args: argparse.Namespace
 ) -> RunResult:
-    topics = _topics(bootstrap, args.partitions)
+    topics = bench_topics(bootstrap, args.partitions)
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
         service = _Service(
             bootstrap, topics, delivery, args.workers, state, service_path=args.service_path

@@ -18,7 +18,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumer.bench.pipeline import _broker, _free_port, _load
+from consumer.bench.harness import PrivateBroker, free_port, load_feed
 from consumer.config import IndexConfig
 from consumer.deciding import stored
 from consumer.deciding.decision import DecisionKind
@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    with _broker(args.bootstrap_servers) as bootstrap:
+    with PrivateBroker(args.bootstrap_servers) as bootstrap:
         topic = _create(bootstrap, f"bench-{uuid.uuid4().hex[:8]}.changelog", 1)
         t0 = time.perf_counter()
         _produce_changes(bootstrap, topic, args.records)
@@ -211,11 +211,11 @@ def _create(bootstrap: str, topic: str, partitions: int) -> str:
 
 
 def run_scaleout(args: argparse.Namespace) -> int:
-    values = _load(args.data, args.limit)
+    values = load_feed(args.data, args.limit)
     if len(values) < args.limit:
         raise NewsdedupError(f"{args.data} has only {len(values)} articles")
     results: list[ScaleoutRound] = []
-    with _broker(args.bootstrap_servers) as bootstrap:
+    with PrivateBroker(args.bootstrap_servers) as bootstrap:
         for _ in range(args.rounds):
             for instances in (1, 2):
                 results.append(_round(bootstrap, values, instances, args.workers))
@@ -268,7 +268,7 @@ def _round(bootstrap: str, values: list[bytes], instances: int, workers: int) ->
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-scaleout-") as logs:
         try:
             for i in range(instances):
-                ports.append(_free_port())
+                ports.append(free_port())
                 process_env = {
                     **env,
                     "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{ports[-1]}",

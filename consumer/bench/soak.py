@@ -34,7 +34,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumer.bench.pipeline import _broker, _free_port, _load, _topics, _tree_rss
+from consumer.bench.harness import PrivateBroker, bench_topics, free_port, load_feed, tree_rss
 from consumer.config import parse_duration_ms
 from consumer.errors import NewsdedupError
 from consumer.ops.progress import Progress
@@ -115,19 +115,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_soak(args: argparse.Namespace) -> int:
     parse_duration_ms(args.retention)  # a bad value fails here, before a broker starts
-    articles = [json.loads(v) for v in _load(args.data, args.limit)]
+    articles = [json.loads(v) for v in load_feed(args.data, args.limit)]
     if not articles:
         raise NewsdedupError(f"{args.data} has no articles")
     duration = args.minutes * 60
     if args.state:
         Path(args.state).mkdir(parents=True)  # a new one: never mix two runs' files
     with (
-        _broker(args.bootstrap_servers) as bootstrap,
+        PrivateBroker(args.bootstrap_servers) as bootstrap,
         contextlib.nullcontext(args.state)
         if args.state
         else tempfile.TemporaryDirectory(prefix="newsdedup-soak-") as state,
     ):
-        topics = _topics(bootstrap, 3)
+        topics = bench_topics(bootstrap, 3)
         service = _start_service(bootstrap, topics, state, args)
         feed = _Feed(bootstrap, topics[0], articles, args.rate, args.reposts)
         samples: list[Sample] = []
@@ -243,7 +243,7 @@ class _SoakService:
 def _start_service(
     bootstrap: str, topics: tuple[str, str, str], state: str, args: argparse.Namespace
 ) -> _SoakService:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -307,7 +307,7 @@ def _sample(
         produced=feed.sent,
         decided=decided,
         decided_per_s=round((decided - last_decided) / max(elapsed - last_elapsed, 1e-3), 1),
-        rss_mib=round(_tree_rss(service.process.pid) / 2**20, 1),
+        rss_mib=round(tree_rss(service.process.pid) / 2**20, 1),
         main_rss_mib=round(m.get("newsdedup_process_resident_memory_bytes", 0) / 2**20, 1),
         block_cache_mib=round(m.get("newsdedup_index_memory_bytes:block_cache", 0) / 2**20, 1),
         disk_mib=round(_disk_bytes(state) / 2**20, 1),

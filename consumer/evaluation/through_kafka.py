@@ -120,14 +120,14 @@ def run_through_kafka(
     """The service's latest decision per article, and what it delivered. Never raises for a
     failing service: the run carries the error, so the other systems are still reported.
     `environment` is added to the service's (a window, say)."""
-    from consumer.bench.pipeline import _broker
+    from consumer.bench.harness import PrivateBroker
 
     delivered = Delivered(
         options.role, options.partitions, options.delivery, options.restart, len(articles)
     )
     latest: dict[str, Decision] = {}
     try:
-        with _broker(options.bootstrap_servers) as bootstrap:
+        with PrivateBroker(options.bootstrap_servers) as bootstrap:
             topics = _Topics.create(bootstrap, options.partitions)
             try:
                 _produce(bootstrap, topics.input, articles, options.partitions, options.seed)
@@ -296,7 +296,7 @@ class _Service:
         scratch: Path,
         environment: dict[str, str],
     ) -> None:
-        from consumer.bench.pipeline import _free_port
+        from consumer.bench.harness import free_port
 
         group = f"newsdedup-eval-{uuid.uuid4().hex[:8]}"
         common = {
@@ -325,7 +325,7 @@ class _Service:
             env = {
                 **common,
                 "NEWSDEDUP_INDEX_PATH": str(scratch / f"state-{role}-{n}"),
-                "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{_free_port()}",
+                "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{free_port()}",
                 "NEWSDEDUP_SCALEOUT_INSTANCE_ID": f"{role}-{n}",
             }
             if role == "fingerprint":
