@@ -11,17 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+from consumer.bench.harness import process_tree
+
 NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
 
 
 def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            found += [int(c) for c in task.read_text().split()]
-        except OSError:
-            continue
-    return found
+    return process_tree(pid)[1:]
 
 
 def alive(pid: int) -> bool:

@@ -8,22 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from legacy_formats import legacy_payload
+from stored_strategies import stored_decisions
 
 from consumer.deciding import stored
-from consumer.deciding.decision import DecisionKind
 from consumer.deciding.stored import StoredDecision, StoredFormatError
 from indexstore import LegacyDecision
 
 texts = st.text(max_size=30)
-decisions = st.builds(
-    StoredDecision,
-    st.sampled_from(list(DecisionKind)),
-    texts,
-    st.one_of(st.none(), texts),
-    st.one_of(st.none(), st.integers(0, 64)),
-    st.booleans(),
-    st.one_of(st.none(), st.integers(-(2**62), 2**62)),
-    st.lists(texts, max_size=4).map(tuple),
+decisions = stored_decisions(
+    texts, st.one_of(st.none(), st.integers(-(2**62), 2**62)), max_corrections=4
 )
 
 

@@ -18,12 +18,12 @@ from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
 from legacy_formats import encode_change_v2
+from stored_strategies import stored_decisions
 
 from consumer.config import IndexConfig
 from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import DecisionKind, Source
-from consumer.deciding.stored import StoredDecision
+from consumer.deciding.decision import Source
 from consumer.scaleout.decide import Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import (
@@ -59,25 +59,13 @@ def test_change_record_round_trips(article_id, domain, simhash, chash, event, pa
     assert decode_change(change_key(domain, article_id), encode_change(record)) == (domain, record)
 
 
-stored_decisions = st.builds(
-    StoredDecision,
-    st.sampled_from(list(DecisionKind)),
-    texts,
-    st.one_of(st.none(), texts),
-    st.one_of(st.none(), st.integers(0, 64)),
-    st.booleans(),
-    st.integers(-(2**62), 2**62),
-    st.lists(texts, max_size=3).map(tuple),
-)
-
-
 @given(
     article_id=texts.filter(bool),
     domain=texts.filter(lambda d: "\0" not in d),
     simhash=st.integers(0, 2**64 - 1),
     chash=st.binary(min_size=16, max_size=16),
     event=st.integers(-(2**62), 2**62),
-    decision=stored_decisions,
+    decision=stored_decisions(texts, st.integers(-(2**62), 2**62), max_corrections=3),
     sketch=st.binary(max_size=65),
 )
 def test_changelog_records_of_the_previous_version_still_read(

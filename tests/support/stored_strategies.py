@@ -1,0 +1,28 @@
+"""Hypothesis strategies for the decision the service stores in an index record
+(consumer/deciding/stored.py)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from consumer.deciding.decision import DecisionKind
+from consumer.deciding.stored import StoredDecision
+
+
+def stored_decisions(
+    texts: st.SearchStrategy[str],
+    processed_at: st.SearchStrategy[int | None],
+    max_corrections: int,
+) -> st.SearchStrategy[StoredDecision]:
+    """Any stored decision: kind, cluster id, matched id, distance, late flag, processed_at
+    (from `processed_at`) and up to `max_corrections` corrected ids."""
+    return st.builds(
+        StoredDecision,
+        st.sampled_from(list(DecisionKind)),
+        texts,
+        st.one_of(st.none(), texts),
+        st.one_of(st.none(), st.integers(0, 64)),
+        st.booleans(),
+        processed_at,
+        st.lists(texts, max_size=max_corrections).map(tuple),
+    )
