@@ -1,6 +1,11 @@
 """A time-windowed RocksDB index of 64-bit SimHash fingerprints with exact Hamming search.
 
-It knows fingerprints, event time and RocksDB; nothing of Kafka or of the service.
+It knows fingerprints, event time and RocksDB; nothing of Kafka or of the service, whose
+decision each record carries as an opaque payload (migrated by a function the caller hands
+`IndexStore.open`).
+
+May import: numpy, rocksdict and its own compiled probe kernel; nothing of `consumer`
+(scripts/import-layers checks it).
 """
 
 from indexstore.batch import Batch

@@ -47,6 +47,23 @@ def test_an_import_from_a_higher_layer_is_named(tmp_path: Path) -> None:
     assert "consumer.stream.loop imports consumer.cli.progress: a higher layer" in done.stderr
 
 
+def test_the_index_imports_nothing_of_the_service(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "indexstore/__init__.py": "",
+            "indexstore/store.py": "from consumer.errors import NewsdedupError\n",
+            "consumer/__init__.py": "",
+            "consumer/errors.py": "",
+        },
+    )
+    done = _run("--root", str(root))
+    assert done.returncode == 1
+    assert "indexstore.store imports consumer.errors: indexstore imports nothing outside it" in (
+        done.stderr
+    )
+
+
 def test_a_cycle_is_named(tmp_path: Path) -> None:
     root = _tree(
         tmp_path,
