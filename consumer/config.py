@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from consumer.errors import ConfigError
+from consumer.formats import LETTERS_KEY_CHARS
 
 ENV_PREFIX = "NEWSDEDUP_"
 DELIVERY_MODES = ("at_least_once", "exactly_once")
@@ -161,12 +162,6 @@ class FingerprintConfig:
     max_terms: int = 0
     max_chars: int = 100_000
     convert_traditional: bool = True
-
-
-# Texts shorter than this (normalized characters) carry a key of their letters and digits
-# beside their sketch (consumer/fingerprint/sketch.py), which is what a short text is matched
-# by; so the short-text limit cannot exceed it.
-LETTERS_KEY_CHARS = 256
 
 
 @dataclass(frozen=True, slots=True)

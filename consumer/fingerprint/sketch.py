@@ -34,9 +34,9 @@ from functools import cache
 import mmh3
 import numpy as np
 
-from consumer.config import LETTERS_KEY_CHARS
 from consumer.fingerprint.tablecache import cached, unicode_version
 from consumer.fingerprint.terms import char_bitmap, hash_terms
+from consumer.formats import LETTERS_KEY_CHARS
 
 MINIMA = 128
 MINIMUM_BITS = 4
