@@ -12,12 +12,17 @@ re-delivery (at-least-once: the same decision again; exactly-once: the aborted t
 decisions are never visible to read_committed readers, and the retry re-emits them from the
 article table). Writing the index after the outputs would let a crash lose index entries for
 decisions already published: later duplicates of those articles would be missed.
+
+At ~530 lines this module is over the project's ~500: it is the one place where every way a
+broker call can fail mid-batch (refused, timed out, fenced, stuck) is turned into "retry the
+batch" or "stop", and splitting it would spread that across modules.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +64,10 @@ _COMMIT_WAIT_S = 60.0
 # next run, which re-emits its decisions from the index. A call that cannot be sliced (sending
 # the offsets) is bounded by [service] stop_timeout instead.
 _WAIT_SLICE_S = 1.0
+# send_offsets_to_transaction's own timeout, and how much longer it is given before the
+# producer is taken for stuck (see Checkpoint._send_offsets).
+_SEND_OFFSETS_S = 30.0
+_SEND_OFFSETS_GRACE_S = 10.0
 
 
 # librdkafka's default message.max.bytes: a record whose key, value and headers pass it is
@@ -130,6 +139,10 @@ class OutputFailed(Exception):
     @property
     def topic_missing(self) -> bool:
         return self.code in MISSING_TOPIC_CODES
+
+
+class _ProducerStuck(OutputFailed):
+    """The producer hangs in a call to the broker: it was given up (Checkpoint._send_offsets)."""
 
 
 @final
@@ -263,9 +276,7 @@ class Checkpoint:
             self.producer.begin_transaction()
             self._produce(outputs)  # 2
             t2 = time.perf_counter()
-            self.producer.send_offsets_to_transaction(  # 3
-                list(offsets), self.consumer.consumer_group_metadata(), 30.0
-            )
+            self._send_offsets(list(offsets))  # 3
             self._commit_transaction()
             outputs.stage_seconds["produce"] = t2 - t1
             outputs.stage_seconds["commit"] = time.perf_counter() - t2
@@ -282,6 +293,9 @@ class Checkpoint:
             )
             self._abort()
             raise failure from None
+        except _ProducerStuck as e:
+            log.warning("transaction failed: %s", e)
+            raise
         except OutputFailed as e:
             log.warning("transaction failed, aborting: %s", e)
             self._abort()
@@ -289,6 +303,41 @@ class Checkpoint:
         if self._delivery_errors:
             # Cannot happen after a successful commit, but never lose track of a failure.
             raise self._delivery_failure()
+
+    def _send_offsets(self, offsets: list[TopicPartition]) -> None:
+        """The input offsets into the transaction, bounded. librdkafka can block in this call
+        far past its timeout while the group coordinator is away (e.g. a broker restarting),
+        which would hold the whole service; so the call runs on a thread of its own, and a
+        producer still inside it after the timeout and a grace is given up: the next batch's
+        producer, with the same transactional.id, fences it, and its open transaction is
+        aborted by the coordinator. A stop gives it up at once, as `_abort` does."""
+        producer = self.producer
+        metadata = self.consumer.consumer_group_metadata()
+        failure: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                producer.send_offsets_to_transaction(offsets, metadata, _SEND_OFFSETS_S)
+            except BaseException as e:
+                failure.append(e)
+
+        sender = threading.Thread(target=send, name="send-offsets", daemon=True)
+        sender.start()
+        deadline = time.monotonic() + _SEND_OFFSETS_S + _SEND_OFFSETS_GRACE_S
+        while sender.is_alive():
+            sender.join(_WAIT_SLICE_S)
+            if sender.is_alive() and (time.monotonic() > deadline or self.stopping()):
+                # Not purged or flushed: the stuck thread still uses it. Dropped here, it
+                # lives until that call returns.
+                self._producer = None
+                self._delivery_errors.clear()
+                raise _ProducerStuck(
+                    "the producer did not return from sending the offsets to the transaction "
+                    f"within {_SEND_OFFSETS_S + _SEND_OFFSETS_GRACE_S:.0f} s (the group "
+                    "coordinator away); a new producer retries the batch"
+                )
+        if failure:
+            raise failure[0]
 
     def _commit_transaction(self) -> None:
         # A commit that times out goes on inside librdkafka: calling it again waits for that
