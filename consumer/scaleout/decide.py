@@ -31,7 +31,7 @@ from consumer.deciding.decision import Decision
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, match_rules
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
-from consumer.scaleout.changelog import restore_partition
+from consumer.scaleout.changelog import RestoreResult, restore_partition
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
 from consumer.scaleout.domains import CHANGELOG_POSITION, DomainStores
 from consumer.scaleout.sequencing import Sequencer, Timed
@@ -375,7 +375,8 @@ class DecideStage:
         health.waiting_for = f"the restore of partitions {owned} from the changelog"
         metrics.restoring_partitions.set(len(owned))
         for partition in owned:
-            self._restore(partition)
+            if not self._restore(partition):
+                return  # stopping: nothing is decided from these partitions
             metrics.restoring_partitions.dec()
         committed = self._committed(consumer, partitions)
         if committed is None:
@@ -406,7 +407,10 @@ class DecideStage:
             self.sequencer.revoke(tp.partition)
             self._last_commits.pop(tp.partition, None)
 
-    def _restore(self, partition: int) -> None:
+    def _restore(self, partition: int) -> bool:
+        """Bring `partition`'s index up to the end of its changelog; False when asked to stop
+        first. The broker refuses to serve a partition for a while after the topic is created
+        or while its leader moves: the restore is tried again from where the index stands."""
         log_event(log, logging.INFO, "restore started", partition=partition)
         m = self.runtime.metrics
         seen = 0
@@ -418,13 +422,26 @@ class DecideStage:
             m.restore_remaining.labels(str(p)).set(left)
             self.runtime.health.turn()  # a long restore is progress, not a stuck loop
 
-        result = restore_partition(
-            consumer_config(self.config.kafka),
-            self.full_config.scaleout.changelog_topic,
-            partition,
-            self.stores,
-            progress,
+        def attempt() -> RestoreResult:
+            nonlocal seen
+            seen = 0  # each attempt counts its records from 0
+            return restore_partition(
+                consumer_config(self.config.kafka),
+                self.full_config.scaleout.changelog_topic,
+                partition,
+                self.stores,
+                progress,
+            )
+
+        result = self.runtime.retry(
+            attempt,
+            log,
+            "cannot restore the partition yet; retrying",
+            max_delay_s=10.0,
+            partition=partition,
         )
+        if result is None:
+            return False
         m.restore_remaining.labels(str(partition)).set(0)
         m.restore_seconds.inc(result.seconds)
         log_event(
@@ -438,6 +455,7 @@ class DecideStage:
             seconds=round(result.seconds, 3),
             per_second=round(result.per_second),
         )
+        return True
 
     # -- housekeeping ----------------------------------------------------------------------
 

@@ -5,11 +5,14 @@ search as the index that wrote it — also after updates and a compacted topic."
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import random
 import struct
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,11 +23,13 @@ from hypothesis import strategies as st
 from legacy_formats import encode_change_v2
 from stored_strategies import stored_decisions
 
-from consumer.config import IndexConfig
+from consumer.config import Config, IndexConfig
 from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Source
-from consumer.scaleout.decide import Decider
+from consumer.ops.health import HealthState
+from consumer.ops.metrics import Metrics
+from consumer.scaleout.decide import Decider, DecideStage
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import (
     WireError,
@@ -36,6 +41,7 @@ from consumer.scaleout.wire import (
     encode_fingerprinted,
 )
 from consumer.stream.pipeline import Message
+from consumer.stream.stage import Runtime
 from indexstore import ArticleRecord
 
 NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")
@@ -289,3 +295,43 @@ def _searches(store, probes: list[int]) -> list[tuple]:
             out.append(tuple((m.article_id, m.distance, m.payload) for m in result.matches))
         batch.abort()
     return out
+
+
+@pytest.mark.kafka
+def test_a_restore_waits_out_a_changelog_partition_the_broker_cannot_serve_yet(
+    kafka_bootstrap, kafka_admin, tmp_path, caplog
+):
+    """Right after a topic is created, or while its leader moves, the broker refuses offset
+    requests for a while (unknown partition, not its leader). A decide instance that restores
+    then must wait and ask again, never stop on the error."""
+    topic = f"changelog-{os.urandom(5).hex()}"  # not there yet: the broker refuses to serve it
+    config = dataclasses.replace(
+        Config(),
+        kafka=dataclasses.replace(Config().kafka, bootstrap_servers=kafka_bootstrap),
+        index=dataclasses.replace(INDEX, path=str(tmp_path / "state")),
+        scaleout=dataclasses.replace(Config().scaleout, changelog_topic=topic),
+    )
+    runtime = Runtime(config, config, Metrics(), HealthState(), threading.Event(), lambda: None)
+    stage = DecideStage(runtime)
+    outcome: list[object] = []
+
+    def restore() -> None:
+        try:
+            outcome.append(stage._restore(0))
+        except Exception as e:  # what the service would stop on
+            outcome.append(e)
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            worker = threading.Thread(target=restore)
+            worker.start()
+            time.sleep(2.0)
+            assert not outcome, f"the restore ended before its changelog existed: {outcome}"
+            kafka_admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            worker.join(60)
+        assert outcome == [True]
+        assert any("retrying" in r.getMessage() for r in caplog.records)
+    finally:
+        runtime.stop.set()
+        worker.join(30)
+        stage.stores.close()
