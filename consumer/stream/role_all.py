@@ -54,6 +54,7 @@ class _InFlight:
 
     messages: list[Message]
     results: Iterator[list[Analyzed | Invalid]]
+    partitions: set[int]  # those the messages come from
     at_end: set[int]  # partitions whose end the poll reached, after these records
     backlog: bool  # the poll was full: the broker holds more right now
 
@@ -189,10 +190,11 @@ class AllStage:
             self._in_flight = _InFlight(
                 messages,
                 self._pipeline.analyze(messages),
+                {m.source.partition for m in messages},
                 at_end,
                 backlog=len(messages) >= self.config.kafka.batch_max_messages,
             )
-            self._order.expect({m.source.partition for m in messages}, True)
+            self._order.expect(self._in_flight.partitions, True)
         else:
             for partition in at_end:
                 self._order.caught_up(partition)
@@ -215,7 +217,7 @@ class AllStage:
             order.add(
                 message.source.partition, (message, result), time_of(result), message.timestamp_ms
             )
-        order.expect({m.source.partition for m in in_flight.messages}, False)
+        order.expect(in_flight.partitions, False)
         for partition in in_flight.at_end:
             order.caught_up(partition)
 

@@ -21,16 +21,19 @@ def test_the_repository_has_no_cycle_and_no_import_from_a_higher_layer() -> None
     assert "no cycle" in done.stdout
 
 
-def _tree(root: Path, files: dict[str, str]) -> Path:
+def _fails_with(root: Path, files: dict[str, str], message: str) -> None:
+    """The script, run on a tree of `files`, fails and names what it found."""
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    return root
+    done = _run("--root", str(root))
+    assert done.returncode == 1
+    assert message in done.stderr
 
 
 def test_an_import_from_a_higher_layer_is_named(tmp_path: Path) -> None:
-    root = _tree(
+    _fails_with(
         tmp_path,
         {
             "indexstore/__init__.py": "",
@@ -41,14 +44,12 @@ def test_an_import_from_a_higher_layer_is_named(tmp_path: Path) -> None:
             # Inside a function still counts: it runs too.
             "consumer/stream/loop.py": "def f():\n    from consumer.cli import progress\n",
         },
+        "consumer.stream.loop imports consumer.cli.progress: a higher layer",
     )
-    done = _run("--root", str(root))
-    assert done.returncode == 1
-    assert "consumer.stream.loop imports consumer.cli.progress: a higher layer" in done.stderr
 
 
 def test_the_index_imports_nothing_of_the_service(tmp_path: Path) -> None:
-    root = _tree(
+    _fails_with(
         tmp_path,
         {
             "indexstore/__init__.py": "",
@@ -56,16 +57,12 @@ def test_the_index_imports_nothing_of_the_service(tmp_path: Path) -> None:
             "consumer/__init__.py": "",
             "consumer/errors.py": "",
         },
-    )
-    done = _run("--root", str(root))
-    assert done.returncode == 1
-    assert "indexstore.store imports consumer.errors: indexstore imports nothing outside it" in (
-        done.stderr
+        "indexstore.store imports consumer.errors: indexstore imports nothing outside it",
     )
 
 
 def test_a_cycle_is_named(tmp_path: Path) -> None:
-    root = _tree(
+    _fails_with(
         tmp_path,
         {
             "indexstore/__init__.py": "",
@@ -74,7 +71,5 @@ def test_a_cycle_is_named(tmp_path: Path) -> None:
             "consumer/stream/a.py": "import consumer.stream.b\n",
             "consumer/stream/b.py": "from consumer.stream.a import x\n",
         },
+        "import cycle: consumer.stream.a -> consumer.stream.b",
     )
-    done = _run("--root", str(root))
-    assert done.returncode == 1
-    assert "import cycle: consumer.stream.a -> consumer.stream.b" in done.stderr
