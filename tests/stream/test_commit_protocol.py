@@ -6,6 +6,8 @@ itself, and that a failed step stops the ones after it."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -13,6 +15,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from consumer.config import KafkaConfig
 from consumer.deciding.decision import Source
+from consumer.stream import checkpoint as checkpoint_module
 from consumer.stream.checkpoint import Checkpoint, OutputFailed, Outputs, Record
 from consumer.stream.parsing import Invalid, InvalidReason
 from consumer.stream.pipeline import Message, Rejection
@@ -165,3 +168,45 @@ def test_an_output_not_delivered_leaves_the_offsets_uncommitted(failing_topic: s
         checkpoint.complete(_outputs(recorder), OFFSETS)
     assert recorder.calls[0] == "index"  # the index stands: the retry answers from it
     assert not any(call.startswith("commit_offsets") for call in recorder.calls)
+
+
+class _StuckInSendOffsets(_Recorder):
+    """A producer that never returns from sending the offsets, as librdkafka can while the
+    group coordinator is away: only `release` lets the call end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def send_offsets_to_transaction(self, offsets, metadata, timeout=None) -> None:
+        self.calls.append("send_offsets (stuck)")
+        self.release.wait()
+
+
+@pytest.mark.parametrize("given_up_by", ["timeout", "stop"])
+def test_a_producer_stuck_in_send_offsets_is_given_up_and_replaced(monkeypatch, given_up_by):
+    monkeypatch.setattr(checkpoint_module, "_SEND_OFFSETS_S", 0.3)
+    monkeypatch.setattr(checkpoint_module, "_SEND_OFFSETS_GRACE_S", 0.2)
+    monkeypatch.setattr(checkpoint_module, "_WAIT_SLICE_S", 0.05)
+    stuck, fresh = _StuckInSendOffsets(), _Recorder()
+    producers = iter([stuck, fresh])
+    config = KafkaConfig(delivery="exactly_once", output_topic="news.decisions")
+    checkpoint = Checkpoint(_Consumer(stuck), lambda: next(producers), config)  # type: ignore[arg-type]
+    if given_up_by == "stop":
+        checkpoint.stopping = lambda: True
+    started = time.monotonic()
+    try:
+        with pytest.raises(OutputFailed, match="did not return from sending the offsets"):
+            checkpoint.complete(_outputs(stuck), OFFSETS)
+        waited = time.monotonic() - started
+        # A stop gives it up within one wait slice; otherwise after the timeout and the grace.
+        assert waited < 0.3 if given_up_by == "stop" else 0.5 <= waited < 2.0
+        assert "abort_transaction" not in stuck.calls  # it would block behind the stuck call
+        # The batch again, on a new producer with the same transactional.id (which fences the
+        # stuck one): outputs and offsets in one transaction.
+        checkpoint.stopping = lambda: False
+        checkpoint.complete(_outputs(fresh), OFFSETS)
+        assert fresh.calls[:3] == ["index", "init_transactions", "begin"]
+        assert fresh.calls[-2:] == ["send_offsets [(0, 8)]", "commit_transaction"]
+    finally:
+        stuck.release.set()
