@@ -39,6 +39,10 @@ from consumer.stream.workers import Analyzer
 # batches are in memory at once; the byte bound keeps that small for long articles.
 BATCH_LINES = 4000
 BATCH_BYTES = 32 << 20
+# CPU seconds of fingerprinting in this process before the worker processes start: a file
+# that takes less (~6,000 news articles) costs least without them, and one that takes more
+# loses at most this long of the workers' parallelism.
+INLINE_FINGERPRINT_S = 2.0
 # Lines read past the one decided: how far ahead a line's neighbours are seen when a date
 # looks out of place (consumer/stream/eventtime.py).
 LOOKAHEAD_LINES = 256
@@ -75,7 +79,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dlq", metavar="FILE", help="write rejected lines here as JSON with the reason"
     )
     p.add_argument(
-        "--workers", type=int, help="fingerprinting processes (default: [service] workers)"
+        "--workers",
+        type=int,
+        help="fingerprinting processes, started once the file has taken 2 CPU-seconds to "
+        "fingerprint here (default: [service] workers)",
     )
     p.set_defaults(handler=run_check)
 
@@ -93,9 +100,11 @@ def run_check(args: argparse.Namespace) -> int:
         )
         dlq = stack.enter_context(open(args.dlq, "w", encoding="utf-8")) if args.dlq else None
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="newsdedup-check-"))
-        # The workers first: their start-up (imports, segmenter, IDF table) is the longest
-        # and runs while this process opens the index.
-        analyzer = stack.enter_context(Analyzer(config.input, config.fingerprint, workers))
+        # A small file is fingerprinted here: starting the workers would cost more than all
+        # of its fingerprinting. They start once it has taken INLINE_FINGERPRINT_S.
+        analyzer = stack.enter_context(
+            Analyzer(config.input, config.fingerprint, workers, pool_after_s=INLINE_FINGERPRINT_S)
+        )
         store = stack.enter_context(open_index(config.index, args.state or f"{scratch}/state"))
         progress = stack.enter_context(Progress("check", unit="articles"))
         pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))

@@ -1,0 +1,37 @@
+"""The worker pool: fingerprints are the same whichever process makes them, and with
+`pool_after_s` the first batches are fingerprinted in the calling process, the workers
+starting only once that much CPU went into it (`newsdedup check` on a small file)."""
+
+from __future__ import annotations
+
+import json
+
+from feeds import real_articles
+
+from consumer.config import FingerprintConfig, InputConfig
+from consumer.stream.workers import Analyzer
+
+
+def _works(articles: list[dict]) -> list[tuple[bytes, int]]:
+    return [(json.dumps(a, ensure_ascii=False).encode(), 0) for a in articles]
+
+
+def test_the_pool_starts_once_the_inline_fingerprinting_took_its_time() -> None:
+    batches = [_works(real_articles("zh_hkcnews_2017_2022.jsonl.gz", 90)[i::3]) for i in range(3)]
+    with Analyzer(InputConfig(), FingerprintConfig(), workers=None) as reference:
+        want = [reference.analyze(batch) for batch in batches]
+
+    with Analyzer(InputConfig(), FingerprintConfig(), workers=1, pool_after_s=1e-6) as analyzer:
+        assert analyzer._pool is None  # nothing spawned for an input that may stay small
+        got = [analyzer.analyze(batches[0])]
+        assert analyzer._pool is not None  # the first batch took longer than that
+        got += [analyzer.analyze(batch) for batch in batches[1:]]
+    assert got == want
+
+    with Analyzer(InputConfig(), FingerprintConfig(), workers=1, pool_after_s=3600) as analyzer:
+        assert [analyzer.analyze(batch) for batch in batches] == want
+        assert analyzer._pool is None
+
+    with Analyzer(InputConfig(), FingerprintConfig(), workers=1) as analyzer:
+        assert analyzer._pool is not None  # a service starts its workers at once
+        assert [analyzer.analyze(batch) for batch in batches] == want
