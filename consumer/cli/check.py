@@ -40,9 +40,9 @@ from consumer.stream.workers import Analyzer
 BATCH_LINES = 4000
 BATCH_BYTES = 32 << 20
 # CPU seconds of fingerprinting in this process before the worker processes start: a file
-# that takes less (~6,000 news articles) costs least without them, and one that takes more
+# that takes less (~12,000 news articles) costs least without them, and one that takes more
 # loses at most this long of the workers' parallelism.
-INLINE_FINGERPRINT_S = 2.0
+INLINE_FINGERPRINT_S = 4.0
 # Lines read past the one decided: how far ahead a line's neighbours are seen when a date
 # looks out of place (consumer/stream/eventtime.py).
 LOOKAHEAD_LINES = 256
@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        help="fingerprinting processes, started once the file has taken 2 CPU-seconds to "
+        help="fingerprinting processes, started once the file has taken 4 CPU-seconds to "
         "fingerprint here (default: [service] workers)",
     )
     p.set_defaults(handler=run_check)
