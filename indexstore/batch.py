@@ -240,6 +240,7 @@ class Batch:
             raise IndexStoreError(
                 f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {len(record.sketch)}"
             )
+        enc.check_bands(len(record.bands))
         event_time_ms = record.event_time_ms
         if event_time_ms > self._time_limit:
             event_time_ms = self._time_limit

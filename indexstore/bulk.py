@@ -73,6 +73,8 @@ def validate_columns(columns: RecordColumns) -> None:
     longest = max(map(len, columns.sketch))
     if longest > enc.MAX_SKETCH_BYTES:
         raise IndexStoreError(f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {longest}")
+    for size in set(map(len, columns.bands)):
+        enc.check_bands(size)
 
 
 def plan(

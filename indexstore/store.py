@@ -99,7 +99,8 @@ class IndexStore:
         turns the decision a record of index format 3 held into the payload it keeps: given,
         such an index is migrated to the current format as it opens (`migrated` tells), or,
         opened read-only, its records are converted as they are read; without it, such an
-        index is refused for writing.
+        index is refused for writing. An index of format 4 needs no conversion: it is migrated
+        (its records gain empty bands) or read as it is.
         """
         opening.validate(options)
         self = object.__new__(cls)
@@ -143,6 +144,7 @@ class IndexStore:
             # A read-only reader just shows what is there, with the k it was built with.
             if not self._read_only:
                 opening.check_compatible(self._path, self._meta, wanted)
+        older = self._meta.format != enc.FORMAT_VERSION
         legacy = self._meta.format == enc.LEGACY_FORMAT_VERSION
         if legacy and not self._read_only and upgrade is None:
             raise IndexFormatError(
@@ -155,7 +157,7 @@ class IndexStore:
         )
         self._positions = opening.read_positions(self._db)
         found = opening.scan(self._db, self._path, keep_rows=not self._read_only)
-        if legacy and upgrade is not None and not self._read_only:
+        if older and not self._read_only:
             self._meta, self._migrated = migration.migrate(
                 self._db, self._meta, found.generations.values(), upgrade, self._errors
             )
@@ -168,7 +170,8 @@ class IndexStore:
             found.segments,
             found.generations,
             # A read-only tool may look at an index an older version still writes.
-            legacy_upgrade=upgrade if legacy and self._read_only else None,
+            older=older and self._read_only,
+            upgrade=upgrade,
         )
         self._tables = SearchTables(self._layout)
         saved = None if self._read_only else snapshot.load(self._path, self._layout, self._tag())
