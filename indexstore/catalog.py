@@ -158,21 +158,32 @@ class Catalog:
     def row_ids(self, segments: Sequence[int], seqs: Sequence[int]) -> list[str | None]:
         """Article ids of the rows (segment, seq), by batched gets of their row keys; None
         for a row that is no longer stored."""
-        ids: list[str | None] = [None] * len(segments)
+        raws = self._read_rows(enc.row_key, segments, seqs)
+        return [None if raw is None else raw.decode() for raw in raws]
+
+    def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
+        """The shingles of the rows (segment, seq); None for a row without any or no longer
+        stored."""
+        return self._read_rows(enc.shingles_key, segments, seqs)
+
+    def _read_rows(
+        self, key_of: Callable[[int, int], bytes], segments: Sequence[int], seqs: Sequence[int]
+    ) -> list[bytes | None]:
+        """The values under `key_of(segment, seq)` of these rows, by one multi-get per group."""
+        found: list[bytes | None] = [None] * len(segments)
         by_group: dict[int, list[int]] = defaultdict(list)
         keys: list[bytes] = []
         for i, (sid, seq) in enumerate(zip(segments, seqs, strict=True)):
             seg = self.segments.get(sid)
-            keys.append(enc.row_key(sid, seq))
+            keys.append(key_of(sid, seq))
             if seg is not None:
                 by_group[seg.group.id].append(i)
         with self._errors:
             for gid, positions in by_group.items():
                 raws = multi_get(self.groups[gid].cf, [keys[i] for i in positions])
                 for i, raw in zip(positions, raws, strict=True):
-                    if raw is not None:
-                        ids[i] = raw.decode()
-        return ids
+                    found[i] = raw
+        return found
 
     # -- writes ---------------------------------------------------------------------------
 
