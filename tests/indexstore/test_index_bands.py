@@ -10,6 +10,8 @@ from pathlib import Path
 from unittest import mock
 
 import hypothesis.strategies as st
+import pytest
+import rocksdict
 from hypothesis import HealthCheck, given, settings
 from index_reference import ReferenceIndex
 
@@ -17,6 +19,7 @@ from indexstore import (
     ArticleRecord,
     IndexOptions,
     IndexStore,
+    IndexStoreError,
     RecordColumns,
     snapshot,
 )
@@ -174,3 +177,148 @@ def run_program(k: int, expected: int, program: list) -> None:
 @given(k=st.sampled_from([0, 3, 8]), expected=st.sampled_from([10, 10**7]), program=steps)
 def test_band_matches_and_shingles_equal_brute_force(k: int, expected: int, program: list) -> None:
     run_program(k, expected, program)
+
+
+HOUR = 3_600_000
+NOW = 1_000 * HOUR
+OPTIONS = IndexOptions(segment_ms=HOUR, retention_ms=3 * HOUR, memory_bytes=8 << 20)
+BANDS = struct.pack("<16I", *range(16))
+
+
+def rec(article_id: str, t: int, shingles: bytes, bands: bytes = BANDS) -> ArticleRecord:
+    return ArticleRecord(article_id, 7, b"x" * 16, t, b"p", b"k", bands, shingles)
+
+
+def open_store(path: Path) -> IndexStore:
+    return IndexStore.open(path, OPTIONS, clock=lambda: NOW)
+
+
+def stored_shingles(path: Path) -> list[bytes]:
+    """Every shingles value on disk, whatever reads it."""
+    names = rocksdict.Rdict.list_cf(str(path))
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(
+        str(path),
+        opts,
+        column_families={n: opts for n in names if n != "default"},
+        access_type=rocksdict.AccessType.read_only(),
+    )
+    try:
+        values = []
+        for name in names:
+            if name.startswith("group."):
+                cf = db.get_column_family(name)
+                values += [v for k, v in cf.items() if k.startswith(b"s")]
+                del cf
+        return values
+    finally:
+        db.close()
+
+
+def shingles_of(store: IndexStore, article_id: str) -> bytes | None:
+    with store.begin() as batch:
+        return batch.shingles(article_id)
+
+
+def test_shingles_live_and_die_with_their_row(tmp_path: Path) -> None:
+    t = NOW - HOUR // 2
+    with open_store(tmp_path) as store:
+        with store.begin() as batch:
+            batch.put(rec("a", t, b"first"))
+            batch.put(rec("b", t, b""))
+            assert batch.shingles("a") == b"first"
+            assert batch.shingles("b") is None
+        # Never read by a search or a lookup: those records carry none.
+        with store.begin() as batch:
+            assert batch.lookup("a") == rec("a", t, b"")
+            result = batch.search(7, b"x" * 16, t, limit=5, bands=BANDS)
+            assert [m.article_id for m in result.matches] == ["a", "b"]
+        assert shingles_of(store, "a") == b"first"
+        assert store.get("a") == rec("a", t, b"")
+    assert stored_shingles(tmp_path) == [b"first"]
+    with open_store(tmp_path) as store:
+        assert shingles_of(store, "a") == b"first"
+        # Aborted: neither the new shingles nor the loss of the old.
+        batch = store.begin()
+        batch.put(rec("a", t, b"aborted"))
+        batch.put(rec("c", t, b"aborted too"))
+        assert batch.shingles("a") == b"aborted"
+        batch.abort()
+        assert shingles_of(store, "a") == b"first"
+        assert shingles_of(store, "c") is None
+        # Updated in its segment, then moved to an older one: the old value is deleted.
+        with store.begin() as batch:
+            batch.put(rec("a", t, b"second"))
+        assert shingles_of(store, "a") == b"second"
+        with store.begin() as batch:
+            batch.put(rec("a", t - HOUR, b"third"))
+        assert shingles_of(store, "a") == b"third"
+        assert stored_shingles(tmp_path) == [b"third"]
+        # An update without shingles leaves none.
+        with store.begin() as batch:
+            batch.put(rec("b", t, b"b's"))
+            batch.put(rec("a", t - HOUR, b""))
+        assert shingles_of(store, "a") is None
+        # A restore writes them, replacing and moving as a batch does.
+        columns = RecordColumns.of([rec("a", t, b"restored"), rec("d", t - HOUR, b"new")])
+        assert store.bulk_put(columns) == 2
+        with store.begin() as batch:
+            assert batch.shingles_many(["a", "b", "c", "d"]) == {
+                "a": b"restored",
+                "b": b"b's",
+                "d": b"new",
+            }
+        # A record older than the window has no row, so no shingles.
+        with store.begin() as batch:
+            batch.put(rec("late", NOW - 10 * HOUR, b"late"))
+            assert batch.shingles("late") is None
+        assert shingles_of(store, "late") is None
+        # Expiry: the segment goes, its shingles with it (the records outlive it).
+        assert store.expire(t - HOUR // 2) == [(t - HOUR) // HOUR]
+        with store.begin() as batch:
+            assert batch.shingles_many(["a", "b", "d"]) == {"a": b"restored", "b": b"b's"}
+    assert sorted(stored_shingles(tmp_path)) == [b"b's", b"restored"]
+
+
+def test_band_tables_cost_at_most_128_bytes_an_article(tmp_path: Path) -> None:
+    n = 20_000
+    usage = {}
+    for bands in (b"", BANDS):
+        path = tmp_path / str(len(bands))
+        with open_store(path) as store:
+            for first in range(0, n, 5_000):
+                columns = RecordColumns.of(
+                    ArticleRecord(
+                        f"a{i}",
+                        i * 0x9E37_79B9_7F4A_7C15 % 2**64,
+                        b"x" * 16,
+                        NOW - HOUR + i,
+                        bands=bands and struct.pack("<16I", *(i * 16 + b for b in range(16))),
+                    )
+                    for i in range(first, first + 5_000)
+                )
+                store.bulk_put(columns)
+            store.prepare_search()
+            usage[len(bands)] = store.memory_usage()["search_tables"]
+            with store.begin() as batch:
+                hits = batch.search(2**64 - 1, b"x" * 16, NOW, bands=BANDS)
+                assert [m.article_id for m in hits.band_matches] == ([] if not bands else ["a0"])
+    per_article = (usage[64] - usage[0]) / n
+    print(f"band tables: {per_article:.1f} B per article for 16 bands")
+    assert 0 < per_article <= 128, per_article
+
+
+def test_bad_bands_are_refused(tmp_path: Path) -> None:
+    refused = "bands must be at most 16 keys of 4 bytes"
+    with open_store(tmp_path) as store:
+        for bands in (b"abc", b"\0" * 68):
+            with pytest.raises(IndexStoreError, match=refused):
+                store.bulk_put(RecordColumns.of([rec("a", NOW, b"", bands)]))
+            with store.begin() as batch:
+                with pytest.raises(IndexStoreError, match=refused):
+                    batch.put(rec("a", NOW, b"", bands))
+                with pytest.raises(IndexStoreError, match=refused):
+                    batch.search(7, b"x" * 16, NOW, bands=bands)
+                with pytest.raises(IndexStoreError, match="min_shared_bands"):
+                    batch.search(7, b"x" * 16, NOW, bands=BANDS, min_shared_bands=0)
+        assert store.get("a") is None
