@@ -6,9 +6,11 @@ a conversion failing) loses nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -21,7 +23,7 @@ from legacy_formats import downgrade_index, downgrade_index_to_format_4
 
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.deciding import stored
-from indexstore import ArticleRecord, IndexFormatError, IndexStore, LegacyDecision
+from indexstore import ArticleRecord, IndexFormatError, IndexOptions, IndexStore, LegacyDecision
 from indexstore import migration as index_migration
 
 NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
@@ -141,6 +143,43 @@ def test_a_migrated_format_4_index_gives_the_same_decisions(
     assert [without_processed_at(line) for line in got] == [
         without_processed_at(line) for line in expected
     ]
+
+
+def test_a_format_4_index_gains_empty_bands_and_no_shingles(tmp_path: Path) -> None:
+    """Built by this version with bands and shingles, then turned into what format 4 held:
+    read-only, records read without bands; opened for writing, migrated, nothing of the old
+    records is a band match or has shingles, and new records are both."""
+    hour = 3_600_000
+    options = IndexOptions(segment_ms=hour, retention_ms=3 * hour, memory_bytes=8 << 20)
+    now = 1_000 * hour
+    bands = struct.pack("<16I", *range(16))
+
+    def record(article_id: str, simhash: int, **new: bytes) -> ArticleRecord:
+        return ArticleRecord(article_id, simhash, b"x" * 16, now - hour, b"p", b"k", **new)
+
+    olds = [record(f"old{i}", i << 40) for i in range(30)]
+    with IndexStore.open(tmp_path, options, clock=lambda: now) as store, store.begin() as batch:
+        for old in olds:
+            batch.put(dataclasses.replace(old, bands=bands, shingles=b"gone"))
+    assert downgrade_index_to_format_4(tmp_path) == len(olds)
+    assert format_of(tmp_path) == 4
+    with IndexStore.open(tmp_path, options, read_only=True) as store:
+        assert [store.get(old.article_id) for old in olds] == olds
+    with IndexStore.open(tmp_path, options, clock=lambda: now) as store:
+        assert store.migrated is not None
+        assert (store.migrated.from_format, store.migrated.to_format) == (4, 5)
+        assert store.migrated.records == len(olds)
+        assert [store.get(old.article_id) for old in olds] == olds
+        with store.begin() as batch:
+            assert batch.shingles_many([old.article_id for old in olds]) == {}
+            assert batch.search(1 << 40, b"x" * 16, now, bands=bands).band_matches == ()
+            batch.put(record("new", 2**64 - 1, bands=bands, shingles=b"kept"))
+    assert format_of(tmp_path) == 5 and record_versions(tmp_path) == {4: len(olds) + 1}
+    with IndexStore.open(tmp_path, options, clock=lambda: now) as store, store.begin() as batch:
+        found = batch.search(1 << 40, b"x" * 16, now, bands=bands)
+        assert [m.article_id for m in found.matches] == ["old1"]
+        assert [(m.article_id, m.shared_bands) for m in found.band_matches] == [("new", 16)]
+        assert batch.shingles("new") == b"kept"
 
 
 def test_the_migration_is_logged_once(written: tuple[Path, list[str]], tmp_path: Path) -> None:
