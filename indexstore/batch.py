@@ -18,7 +18,9 @@ from typing import Protocol
 import numpy as np
 
 from indexstore import encoding as enc
+from indexstore.bands import shared_bands
 from indexstore.commit import (
+    BandCandidate,
     Candidate,
     Commit,
     DeadRecord,
@@ -45,6 +47,13 @@ class CommittedIndex(Protocol):
 
     def nearest(self, simhashes: Sequence[int]) -> list[list[Candidate]]:
         """For each simhash, its closest committed rows within k, a bounded number of them."""
+
+    def band_nearest(self, bands: bytes, min_shared: int) -> list[BandCandidate]:
+        """The committed rows sharing about `min_shared` or more of these band keys, those
+        sharing most first, a bounded number of them."""
+
+    def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
+        """The stored shingles of the committed rows (segment, seq), None where none."""
 
     def write(self, commit: Commit) -> None:
         """Write the batch's changes in one WriteBatch."""
@@ -98,12 +107,16 @@ class Batch:
         self._time_limit = start.time_limit
         # Rows added in this batch, in insertion order, as columns (a put costs no object):
         # row i is the seq _row_seq[i] of article _row_id[i] in segment _row_segment[i],
-        # with fingerprint _row_fp[i].
+        # with fingerprint _row_fp[i], band keys _row_bands[i] and shingles _row_shingles[i].
         self._row_seq: list[int] = []
         self._row_id: list[str] = []
         self._row_segment: list[int] = []
         self._row_fp: list[int] = []
+        self._row_bands: list[bytes] = []
+        self._row_shingles: list[bytes] = []
         self._rows_by_fp: dict[int, list[int]] = defaultdict(list)
+        # Band i's key k (as i << 32 | k) -> the rows above holding it.
+        self._rows_by_band: dict[int, list[int]] = defaultdict(list)
         self._positions: dict[str, int] = {}
         # Prefetched committed neighbours of each probe.
         self._hits: dict[int, list[Candidate]] = {}
@@ -119,8 +132,39 @@ class Batch:
     # -- reads ----------------------------------------------------------------------------
 
     def lookup(self, article_id: str) -> ArticleRecord | None:
+        """The current record. Its shingles are not read: b"" for a committed record, those
+        put for one put in this batch (read them with `shingles`)."""
         found = self._current(article_id)
         return None if found is None else found.record
+
+    def shingles(self, article_id: str) -> bytes | None:
+        """The shingles of the article's current record, None when it has none: none were
+        put, or the record is not searchable (it came late, or its segment has expired)."""
+        return self.shingles_many([article_id]).get(article_id)
+
+    def shingles_many(self, article_ids: Sequence[str]) -> dict[str, bytes]:
+        """`shingles` of many articles, the committed ones read with one multi-get per
+        group of segments; ids without shingles are left out."""
+        self._check()
+        found: dict[str, bytes] = {}
+        ids, segments, seqs = [], [], []
+        for article_id in dict.fromkeys(article_ids):
+            current = self._current(article_id)
+            if current is None or current.seq is None:
+                continue
+            if article_id in self._pending:
+                if current.record.shingles:
+                    found[article_id] = current.record.shingles
+                continue
+            ids.append(article_id)
+            segments.append(current.record.event_time_ms // self._segment_ms)
+            seqs.append(current.seq)
+        if ids:
+            raws = self._index.read_shingles(segments, seqs)
+            for article_id, raw in zip(ids, raws, strict=True):
+                if raw:
+                    found[article_id] = raw
+        return found
 
     def prefetch_records(self, article_ids: Sequence[str]) -> None:
         """Read the committed records of these ids with one multi-get per generation, so the
@@ -167,7 +211,18 @@ class Batch:
         *,
         exclude_id: str | None = None,
         limit: int = 1,
+        bands: bytes = b"",
+        min_shared_bands: int = 2,
+        band_limit: int = 4,
     ) -> SearchResult:
+        """The live articles within distance k of `simhash` (not `exclude_id`, not older than
+        the window), closest first, then exact, then earliest, at most `limit`.
+
+        Given `bands`, also `band_matches`: the live articles not among those matches that
+        share at least `min_shared_bands` band keys with `bands`, most shared first, then
+        earliest event time, then article id, at most `band_limit`, each with its true
+        distance (which may exceed k) and the bands it shares. Without bands, nothing of
+        this is done."""
         self._check()
         clamped = event_time_ms > self._time_limit
         if clamped:
@@ -220,12 +275,84 @@ class Batch:
                 )
             )
         ranked.sort(key=lambda item: item[0])
+        matches = tuple(m for _, m in ranked[: max(limit, 0)])
+        band_matches: tuple[Match, ...] = ()
+        if bands:
+            matched = {m.article_id for m in matches}
+            if exclude_id is not None:
+                matched.add(exclude_id)
+            band_matches = self._band_matches(
+                simhash, content_hash, bands, min_shared_bands, band_limit, matched, start
+            )
         return SearchResult(
-            matches=tuple(m for _, m in ranked[: max(limit, 0)]),
+            matches=matches,
             event_time_ms=event_time_ms,
             late=late,
             clamped=clamped,
+            band_matches=band_matches,
         )
+
+    def _band_matches(
+        self,
+        simhash: int,
+        content_hash: bytes,
+        bands: bytes,
+        min_shared: int,
+        limit: int,
+        skipped: set[str],
+        start: int | None,
+    ) -> tuple[Match, ...]:
+        enc.check_bands(len(bands))
+        if min_shared < 1:
+            raise IndexStoreError(f"min_shared_bands must be at least 1, got {min_shared}")
+        candidates = self._index.band_nearest(bands, min_shared)
+        unknown = [c.article_id for c in candidates if c.article_id not in self._committed]
+        if unknown:
+            records = self._index.read_many(unknown)
+            for article_id in unknown:
+                self._committed[article_id] = records.get(article_id)
+        if self._rows_by_band:
+            rows_by_band = self._rows_by_band
+            keys = np.frombuffer(bands, dtype="<u4").tolist()
+            counts: dict[int, int] = defaultdict(int)
+            for band, key in enumerate(keys):
+                for i in rows_by_band.get(band << 32 | key, ()):
+                    counts[i] += 1
+            candidates.extend(
+                BandCandidate(self._row_seq[i], self._row_id[i], n)
+                for i, n in counts.items()
+                if n >= min_shared
+            )
+        ranked = []
+        for seq, article_id, _ in candidates:
+            if article_id in skipped:
+                continue
+            current = self._current(article_id)
+            if current is None or current.seq != seq:
+                continue
+            record = current.record
+            if start is not None and record.event_time_ms < start:
+                continue
+            # The tables' count is an upper bound: the record's keys say how many are shared.
+            shared = shared_bands(record.bands, bands)
+            if shared < min_shared:
+                continue
+            ranked.append(
+                (
+                    (-shared, record.event_time_ms, article_id),
+                    Match(
+                        article_id,
+                        (record.simhash ^ simhash).bit_count(),
+                        record.content_hash == content_hash,
+                        record.event_time_ms,
+                        record.payload,
+                        record.sketch,
+                        shared,
+                    ),
+                )
+            )
+        ranked.sort(key=lambda item: item[0])
+        return tuple(m for _, m in ranked[: max(limit, 0)])
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -240,6 +367,7 @@ class Batch:
             raise IndexStoreError(
                 f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {len(record.sketch)}"
             )
+        enc.check_bands(len(record.bands))
         event_time_ms = record.event_time_ms
         if event_time_ms > self._time_limit:
             event_time_ms = self._time_limit
@@ -262,6 +390,11 @@ class Batch:
             self._row_seq.append(seq)
             self._row_id.append(record.article_id)
             self._row_segment.append(event_time_ms // self._segment_ms)
+            self._row_bands.append(record.bands)
+            self._row_shingles.append(record.shingles)
+            if record.bands:
+                for band, key in enumerate(np.frombuffer(record.bands, dtype="<u4").tolist()):
+                    self._rows_by_band[band << 32 | key].append(n)
             if self._watermark_follows_puts:
                 self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = Stored(record, seq, gen)
@@ -301,13 +434,22 @@ class Batch:
                 by_segment[sid].append(i)
         all_fp = np.array(self._row_fp, dtype=np.uint64)
         all_seq = np.array(self._row_seq, dtype=np.uint64)
+        row_shingles = self._row_shingles
         rows = {
-            sid: SegmentRows(all_fp[idx], all_seq[idx], [row_ids[i].encode() for i in idx])
+            sid: SegmentRows(
+                all_fp[idx],
+                all_seq[idx],
+                [row_ids[i].encode() for i in idx],
+                [row_shingles[i] for i in idx],
+            )
             for sid, idx in by_segment.items()
         }
         idx = sorted(i for ids in by_segment.values() for i in ids)
         added = TableRows(
-            all_fp[idx], np.array(self._row_segment, dtype=np.int64)[idx], all_seq[idx]
+            all_fp[idx],
+            np.array(self._row_segment, dtype=np.int64)[idx],
+            all_seq[idx],
+            [self._row_bands[i] for i in idx],
         )
         kept = self._pending
         if cut is not None:

@@ -73,6 +73,8 @@ def validate_columns(columns: RecordColumns) -> None:
     longest = max(map(len, columns.sketch))
     if longest > enc.MAX_SKETCH_BYTES:
         raise IndexStoreError(f"sketch must be at most {enc.MAX_SKETCH_BYTES} bytes, got {longest}")
+    for size in set(map(len, columns.bands)):
+        enc.check_bands(size)
 
 
 def plan(
@@ -133,12 +135,13 @@ def plan(
     order = np.argsort(row_segs, kind="stable")
     bounds = np.flatnonzero(np.diff(row_segs[order])) + 1
     rows = {}
+    bands, shingles = cols[6], cols[7]
     for part in np.split(order, bounds) if len(order) else []:
-        at = new_rows[part]
+        at = new_rows[part].tolist()
         rows[int(row_segs[part[0]])] = SegmentRows(
-            fps[at], row_seqs[part], [keys[i] for i in at.tolist()]
+            fps[at], row_seqs[part], [keys[i] for i in at], [shingles[i] for i in at]
         )
-    added = TableRows(fps[new_rows], row_segs, row_seqs)
+    added = TableRows(fps[new_rows], row_segs, row_seqs, [bands[i] for i in new_rows.tolist()])
     dead_rows = []
     dead_records = []
     for article_id, stored in committed.items():
@@ -180,7 +183,9 @@ def plan(
 
 def _changed(cols: Columns, times: np.ndarray, committed: Mapping[str, StoredBytes]) -> list[int]:
     """Indices of the records that differ from their id's current record when their turn
-    comes: the committed one, or the last record before them that was kept."""
+    comes: the committed one, or the last record before them that was kept. Shingles are
+    not compared (reading them would cost a read per record): they follow from the text,
+    as its content hash, which is compared, does."""
     n = len(cols[0])
     # Compared as given, but a kept record becomes current as written (time clamped).
     given = enc.encode_records(cols, cols[3], [None] * n)

@@ -68,10 +68,11 @@ class Catalog:
         "_db",
         "_decode",
         "_errors",
-        "_legacy_upgrade",
         "_meta",
         "_newest_first",
+        "_older",
         "_opts",
+        "_upgrade",
         "generations",
         "groups",
         "segments",
@@ -87,7 +88,8 @@ class Catalog:
         segments: dict[int, Segment],
         generations: dict[int, Generation],
         *,
-        legacy_upgrade: PayloadUpgrade | None = None,
+        older: bool = False,
+        upgrade: PayloadUpgrade | None = None,
     ) -> None:
         self._db = db
         self._opts = opts  # every column family is created with these: one memory budget
@@ -96,11 +98,13 @@ class Catalog:
         self.groups = groups
         self.segments = segments
         self.generations = generations
-        # Given only for an index of format 3 opened read-only (written ones are migrated);
-        # otherwise records decode without a check per record.
-        self._legacy_upgrade = legacy_upgrade
+        # `older`: an index of an earlier format opened read-only (written ones are
+        # migrated), whose records are converted as they are read, those of format 3 by
+        # `upgrade`; otherwise records decode without a check per record.
+        self._older = older
+        self._upgrade = upgrade
         self._decode: Callable[[str, bytes], tuple[ArticleRecord, int | None]] = (
-            enc.decode_record if legacy_upgrade is None else self._decode_either
+            self._decode_either if older else enc.decode_record
         )
         self._newest_first = self._generation_order()
 
@@ -131,18 +135,7 @@ class Catalog:
         return found
 
     def _decode_either(self, article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
-        upgrade = self._legacy_upgrade
-        if upgrade is None or enc.record_version(raw) == enc.RECORD_VERSION:
-            return enc.decode_record(article_id, raw)
-        record, legacy, seq = enc.decode_legacy_record(article_id, raw)
-        return ArticleRecord(
-            article_id,
-            record.simhash,
-            record.content_hash,
-            record.event_time_ms,
-            upgrade(legacy),
-            record.sketch,
-        ), seq
+        return enc.decode_any_record(article_id, raw, self._upgrade)
 
     def read_raw(self, article_ids: Sequence[str]) -> dict[str, StoredBytes]:
         """The encoded current records of these ids: one multi-get per live generation."""
@@ -165,21 +158,32 @@ class Catalog:
     def row_ids(self, segments: Sequence[int], seqs: Sequence[int]) -> list[str | None]:
         """Article ids of the rows (segment, seq), by batched gets of their row keys; None
         for a row that is no longer stored."""
-        ids: list[str | None] = [None] * len(segments)
+        raws = self._read_rows(enc.row_key, segments, seqs)
+        return [None if raw is None else raw.decode() for raw in raws]
+
+    def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
+        """The shingles of the rows (segment, seq); None for a row without any or no longer
+        stored."""
+        return self._read_rows(enc.shingles_key, segments, seqs)
+
+    def _read_rows(
+        self, key_of: Callable[[int, int], bytes], segments: Sequence[int], seqs: Sequence[int]
+    ) -> list[bytes | None]:
+        """The values under `key_of(segment, seq)` of these rows, by one multi-get per group."""
+        found: list[bytes | None] = [None] * len(segments)
         by_group: dict[int, list[int]] = defaultdict(list)
         keys: list[bytes] = []
         for i, (sid, seq) in enumerate(zip(segments, seqs, strict=True)):
             seg = self.segments.get(sid)
-            keys.append(enc.row_key(sid, seq))
+            keys.append(key_of(sid, seq))
             if seg is not None:
                 by_group[seg.group.id].append(i)
         with self._errors:
             for gid, positions in by_group.items():
                 raws = multi_get(self.groups[gid].cf, [keys[i] for i in positions])
                 for i, raw in zip(positions, raws, strict=True):
-                    if raw is not None:
-                        ids[i] = raw.decode()
-        return ids
+                    found[i] = raw
+        return found
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -40,12 +40,23 @@ class Candidate(NamedTuple):
     distance: int
 
 
+class BandCandidate(NamedTuple):
+    """A row sharing band keys with a query: its seq, its article and how many it shares
+    (an upper bound: the band tables keep part of each key)."""
+
+    seq: int
+    article_id: str
+    shared: int
+
+
 class SegmentRows(NamedTuple):
-    """The new rows of one segment: fingerprints and seqs (uint64), article ids (UTF-8)."""
+    """The new rows of one segment: fingerprints and seqs (uint64), article ids (UTF-8) and
+    their records' shingles (b"": none)."""
 
     fingerprints: np.ndarray
     seqs: np.ndarray
     article_ids: list[bytes]
+    shingles: Sequence[bytes]
 
 
 class TableRows(NamedTuple):
@@ -54,6 +65,7 @@ class TableRows(NamedTuple):
     fingerprints: np.ndarray  # uint64
     segments: np.ndarray  # int64
     seqs: np.ndarray  # uint64
+    bands: Sequence[bytes] | None  # their records' band keys (b"": none; None: not given)
 
 
 class DeadRow(NamedTuple):

@@ -3,7 +3,7 @@
 Nobody else builds or slices these bytes. The RocksDB database (raw mode) holds:
 
 column family ``default`` (small, fixed keys)
-    b"meta"          -> UTF-8 JSON {"format": 4, "max_distance": k, "segment_ms": ...,
+    b"meta"          -> UTF-8 JSON {"format": 5, "max_distance": k, "segment_ms": ...,
                         "group_ms": ..., "generation_ms": ...}; checked at open
     b"state"         -> >q watermark_ms (INT64_MIN = none) | >Q next_seq | >Q commits
     b"pos:" + KEY    -> >Q next offset to read (KEY: UTF-8, e.g. "news.raw/3")
@@ -14,17 +14,23 @@ and a segment's keys are one contiguous range, dropped with one range deletion.
     b"b" + SEG + >Q commit -> fingerprint blob written by that commit (or merged blobs):
                               <I n | n x <Q simhash | n x <Q seq
     b"r" + SEG + >Q seq    -> article id (UTF-8) of row `seq`
+    b"s" + SEG + >Q seq    -> the shingles of row `seq`'s record (`ArticleRecord.shingles`,
+                              opaque; written only when not empty): kept apart from the record,
+                              read only on request, and gone with the row (replaced, expired)
 
 column family ``articles.<gen>`` (article table; gen = storage_time // generation_ms)
     article id (UTF-8) -> record:
-        >B version(3) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
-        (2**64-1: not in the search tables) | >H sketch length | sketch | payload (the rest,
-        opaque: the caller's, e.g. the service's decision in consumer/deciding/stored.py)
+        >B version(4) | >Q simhash | 16s content_hash | >q event_time_ms | >Q seq
+        (2**64-1: not in the search tables) | >H sketch length | >H bands length | sketch |
+        bands (little-endian u32 band keys) | payload (the rest, opaque: the caller's, e.g.
+        the service's decision in consumer/deciding/stored.py)
 
+Format 4 (record version 3) had neither bands nor the length of them, and no shingles.
 Format 3 (record version 2) held the decision's own fields in the record: distance, flags
 (late, matched id present), the lengths and UTF-8 of decision, cluster id and matched id,
-between the head and the sketch (`decode_legacy_record`). Opening a format-3 index for
-writing migrates it (indexstore/migration.py). Formats 1 and 2 had a column family per
+between the head and the sketch (`decode_legacy_record`). Opening an index of format 3 or 4
+for writing migrates it (indexstore/migration.py); opened read-only, its records are
+converted as they are read. Formats 1 and 2 had a column family per
 segment; creating one costs ~80 ms, which dominated replays of history. They are refused
 (the index is rebuilt by replaying the feed).
 
@@ -35,6 +41,7 @@ big-endian so they sort numerically.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from collections.abc import Sequence
@@ -43,13 +50,18 @@ from typing import Any
 
 import numpy as np
 
-from indexstore.errors import IndexCorruptError, IndexFormatError
-from indexstore.model import ArticleRecord, LegacyDecision
+from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStoreError
+from indexstore.model import ArticleRecord, LegacyDecision, PayloadUpgrade
 
-FORMAT_VERSION = 4
-# Opened for writing, migrated to FORMAT_VERSION; read-only, its records read as they are.
+FORMAT_VERSION = 5
+# Opened for writing, migrated to FORMAT_VERSION; read-only, their records converted as read.
+OLDER_FORMAT_VERSIONS = (3, 4)
+# Format 3 held the decision in the record: migrating it needs the caller's conversion.
 LEGACY_FORMAT_VERSION = 3
 MAX_SKETCH_BYTES = 2**16 - 1
+# The band tables keep a key's band in 4 bits of each entry (indexstore/bands.py).
+MAX_BANDS = 16
+BAND_KEY_BYTES = 4
 NO_SEQ = 2**64 - 1
 NO_WATERMARK = -(2**63)
 
@@ -58,6 +70,7 @@ STATE_KEY = b"state"
 POSITION_PREFIX = b"pos:"
 BLOB_PREFIX = b"b"
 ROW_PREFIX = b"r"
+SHINGLES_PREFIX = b"s"
 
 GROUP_CF_PREFIX = "group."
 ARTICLES_CF_PREFIX = "articles."
@@ -66,11 +79,16 @@ _STATE = struct.Struct(">qQQ")
 _U64 = struct.Struct(">Q")
 _SEGMENT_BIAS = 2**63
 _ROW_KEY = np.dtype([("prefix", "S1"), ("segment", ">u8"), ("seq", ">u8")])
-_RECORD_HEAD = struct.Struct(">BQ16sqQH")
+_RECORD_HEAD = struct.Struct(">BQ16sqQHH")
+# Record version 3, of index format 4: no bands.
+_V3_RECORD_VERSION = 3
+_V3_RECORD_HEAD = struct.Struct(">BQ16sqQH")
 # The part of the head every record version shares: up to and with the seq.
 _COMMON_HEAD = struct.Struct(">BQ16sqQ")
 # Where a record's seq lies: records equal but for their row are equal as articles.
 _SEQ_AT = struct.calcsize(">BQ16sq")
+# The lengths after the seq in a current record: sketch, bands.
+_BAND_LENGTHS = struct.Struct(">HH")
 # _RECORD_HEAD as one numpy record, for encoding many records at once.
 _HEADS = np.dtype(
     [
@@ -80,9 +98,10 @@ _HEADS = np.dtype(
         ("event_time", ">i8"),
         ("seq", ">u8"),
         ("sketch_len", ">u2"),
+        ("bands_len", ">u2"),
     ]
 )
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 # Record version 2, of index format 3: the head, then the decision's fields.
 _LEGACY_RECORD_VERSION = 2
 _LEGACY_HEAD = struct.Struct(">BQ16sqQbB")
@@ -119,10 +138,11 @@ def decode_meta(raw: bytes) -> Meta:
         fmt = doc["format"]
     except (ValueError, KeyError, TypeError) as e:
         raise IndexCorruptError(f"unreadable index metadata: {e}") from e
-    if fmt not in (FORMAT_VERSION, LEGACY_FORMAT_VERSION):
+    if fmt != FORMAT_VERSION and fmt not in OLDER_FORMAT_VERSIONS:
+        older = " or ".join(map(str, OLDER_FORMAT_VERSIONS))
         raise IndexFormatError(
             f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}, "
-            f"or {LEGACY_FORMAT_VERSION}, which it migrates); "
+            f"or {older}, which it migrates); "
             "rebuild the index in a new directory by replaying the feed, or use the matching "
             "newsdedup version"
         )
@@ -224,7 +244,13 @@ def row_keys(segment_id: int, seqs: np.ndarray) -> list[bytes]:
 def segment_ranges(segment_id: int) -> tuple[tuple[bytes, bytes], ...]:
     """The [begin, end) key ranges holding everything of one segment in its group."""
     this, after = _segment_bytes(segment_id), _segment_bytes(segment_id + 1)
-    return tuple((prefix + this, prefix + after) for prefix in (BLOB_PREFIX, ROW_PREFIX))
+    return tuple(
+        (prefix + this, prefix + after) for prefix in (BLOB_PREFIX, ROW_PREFIX, SHINGLES_PREFIX)
+    )
+
+
+def shingles_key(segment_id: int, seq: int) -> bytes:
+    return SHINGLES_PREFIX + _segment_bytes(segment_id) + _U64.pack(seq)
 
 
 def encode_blob(simhashes: np.ndarray, seqs: np.ndarray) -> bytes:
@@ -247,6 +273,14 @@ def decode_blob(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
     return simhashes, seqs
 
 
+def check_bands(size: int) -> None:
+    """Refuse band keys of `size` bytes that a record cannot hold."""
+    if size % BAND_KEY_BYTES or size > MAX_BANDS * BAND_KEY_BYTES:
+        raise IndexStoreError(
+            f"bands must be at most {MAX_BANDS} keys of {BAND_KEY_BYTES} bytes, got {size} bytes"
+        )
+
+
 def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
     head = _RECORD_HEAD.pack(
         RECORD_VERSION,
@@ -255,17 +289,19 @@ def encode_record(record: ArticleRecord, seq: int | None) -> bytes:
         record.event_time_ms,
         NO_SEQ if seq is None else seq,
         len(record.sketch),
+        len(record.bands),
     )
-    return b"".join((head, record.sketch, record.payload))
+    return b"".join((head, record.sketch, record.bands, record.payload))
 
 
 def encode_records(
     columns: tuple[Sequence[Any], ...], event_times: Sequence[int], seqs: Sequence[int | None]
 ) -> list[bytes]:
     """`encode_record` of many records given as columns in `ArticleRecord` field order,
-    with their (clamped) event times and seqs in place of the columns' own times. The fixed
-    heads are packed by numpy for all records at once; only the joins are per record."""
-    _, simhash, content_hash, _, payload, sketch = columns
+    with their (clamped) event times and seqs in place of the columns' own times (the
+    shingles column, not part of the record, is ignored). The fixed heads are packed by numpy
+    for all records at once; only the joins are per record."""
+    _, simhash, content_hash, _, payload, sketch, bands = columns[:7]
     n = len(simhash)
     heads = np.zeros(n, dtype=_HEADS)
     heads["version"] = RECORD_VERSION
@@ -274,17 +310,18 @@ def encode_records(
     heads["event_time"] = event_times
     heads["seq"] = [NO_SEQ if seq is None else seq for seq in seqs]
     heads["sketch_len"] = np.fromiter(map(len, sketch), dtype=np.int64, count=n)
+    heads["bands_len"] = np.fromiter(map(len, bands), dtype=np.int64, count=n)
     raw = heads.tobytes()
     size = _HEADS.itemsize
     return [
-        b"".join((raw[at : at + size], s, p))
-        for at, s, p in zip(range(0, n * size, size), sketch, payload, strict=True)
+        b"".join((raw[at : at + size], s, b, p))
+        for at, s, b, p in zip(range(0, n * size, size), sketch, bands, payload, strict=True)
     ]
 
 
 def record_row(raw: bytes) -> tuple[int, int | None]:
     """(event time, row seq or None) of an encoded record, without decoding the rest. The
-    same bytes in both record versions."""
+    same bytes in every record version."""
     _, _, _, event_time, seq = _COMMON_HEAD.unpack_from(raw)
     return event_time, (None if seq == NO_SEQ else seq)
 
@@ -301,19 +338,58 @@ def record_version(raw: bytes) -> int:
 
 def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
     """The record and its row seq (None when it is not in the search tables)."""
-    version, simhash, content_hash, event_time, seq, sketch_len = _RECORD_HEAD.unpack_from(raw)
+    version, simhash, content_hash, event_time, seq, sketch_len, bands_len = (
+        _RECORD_HEAD.unpack_from(raw)
+    )
     if version != RECORD_VERSION:
         raise IndexFormatError(f"article record version {version} is not supported")
-    end = _RECORD_HEAD.size + sketch_len
+    sketch_end = _RECORD_HEAD.size + sketch_len
+    end = sketch_end + bands_len
     record = ArticleRecord(
         article_id=article_id,
         simhash=simhash,
         content_hash=content_hash,
         event_time_ms=event_time,
         payload=raw[end:],
-        sketch=raw[_RECORD_HEAD.size : end],
+        sketch=raw[_RECORD_HEAD.size : sketch_end],
+        bands=raw[sketch_end:end],
     )
     return record, (None if seq == NO_SEQ else seq)
+
+
+def record_bands(raw: bytes) -> bytes:
+    """The band keys of an encoded record (of the current version), nothing else decoded."""
+    sketch_len, bands_len = _BAND_LENGTHS.unpack_from(raw, _SEQ_AT + 8)
+    start = _RECORD_HEAD.size + sketch_len
+    return raw[start : start + bands_len]
+
+
+def decode_v3_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
+    """A record of version 3 (index format 4): the same as version 4 without bands."""
+    version, simhash, content_hash, event_time, seq, sketch_len = _V3_RECORD_HEAD.unpack_from(raw)
+    if version != _V3_RECORD_VERSION:
+        raise IndexFormatError(f"article record version {version} is not a version 3 record")
+    end = _V3_RECORD_HEAD.size + sketch_len
+    record = ArticleRecord(
+        article_id, simhash, content_hash, event_time, raw[end:], raw[_V3_RECORD_HEAD.size : end]
+    )
+    return record, (None if seq == NO_SEQ else seq)
+
+
+def decode_any_record(
+    article_id: str, raw: bytes, upgrade: PayloadUpgrade | None
+) -> tuple[ArticleRecord, int | None]:
+    """A record of any version as the current one: version 3 gains empty bands, version 2
+    the payload `upgrade` makes of its decision (refused without `upgrade`)."""
+    version = record_version(raw)
+    if version == RECORD_VERSION:
+        return decode_record(article_id, raw)
+    if version == _V3_RECORD_VERSION:
+        return decode_v3_record(article_id, raw)
+    if upgrade is None:
+        raise IndexFormatError(f"article record version {version} is not supported")
+    record, legacy, seq = decode_legacy_record(article_id, raw)
+    return dataclasses.replace(record, payload=upgrade(legacy)), seq
 
 
 def decode_legacy_record(

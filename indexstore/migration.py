@@ -1,20 +1,23 @@
-"""Bringing an index of format 3 to format 4 in place, when it is opened for writing.
+"""Bringing an index of format 3 or 4 to format 5 in place, when it is opened for writing.
 
 Format 3's article records (version 2) held the decision message's fields in fixed places;
-format 4's (version 3) hold one opaque payload of the caller's instead. Only the article
-records differ: groups, segments, blobs, rows, positions and state are the same in both, so
-the migration rewrites the records of each generation and nothing else. The caller supplies
-the conversion (`PayloadUpgrade`): the index does not know what its payload means.
+format 4's (version 3) hold one opaque payload of the caller's instead; format 5's (version 4)
+add band keys, empty in a migrated record (format 5's shingles, kept apart, are simply absent:
+a migrated article has none). Only the article records differ: groups, segments, blobs, rows,
+positions and state are the same in all three, so the migration rewrites the records of each
+generation and nothing else. For format 3 the caller supplies the conversion
+(`PayloadUpgrade`): the index does not know what its payload means.
 
 Why migrate once rather than read both record versions forever: the reader, the bulk load's
 comparison of encoded records and every writer would each have to know two layouts and the
 caller's conversion; a migration keeps format 3 in this module and one pass at open.
 
 A crash at any point loses nothing. Records are rewritten in chunks, each one atomic
-WriteBatch, and the metadata says format 3 until every record is of version 3: it is written
-last. A migration stopped anywhere (killed, or a conversion that failed) leaves a format-3
-index whose records are each whole, of either version; the next open continues it, skipping
-what is rewritten already. Nothing else writes meanwhile: `IndexStore.open` has not returned.
+WriteBatch, and the metadata keeps the old format until every record is of version 4: it is
+written last. A migration stopped anywhere (killed, or a conversion that failed) leaves an
+index of the old format whose records are each whole, of the old version or the new; the
+next open continues it, skipping what is rewritten already. Nothing else writes meanwhile:
+`IndexStore.open` has not returned.
 
 It may import rocksdict and indexstore.encoding, .catalog, .model and .rocksdb_errors.
 """
@@ -41,11 +44,12 @@ def migrate(
     db: rocksdict.Rdict,
     meta: enc.Meta,
     generations: Iterable[Generation],
-    upgrade: PayloadUpgrade,
+    upgrade: PayloadUpgrade | None,
     errors: RocksDBErrors,
 ) -> tuple[enc.Meta, Migrated]:
-    """Rewrite every version-2 record of `generations` as version 3 with the payload
-    `upgrade` returns for it, then mark the index format 4; the new metadata and a report."""
+    """Rewrite every record of `generations` of an earlier version as version 4 (a version-2
+    one with the payload `upgrade` returns for it), then mark the index format 5; the new
+    metadata and a report."""
     t0 = time.perf_counter()
     rewritten = 0
     with errors:
@@ -60,7 +64,7 @@ def migrate(
 
 
 def _migrate_generation(
-    db: rocksdict.Rdict, generation: Generation, upgrade: PayloadUpgrade
+    db: rocksdict.Rdict, generation: Generation, upgrade: PayloadUpgrade | None
 ) -> int:
     rewritten = 0
     wb = rocksdict.WriteBatch(raw_mode=True)
@@ -72,10 +76,8 @@ def _migrate_generation(
         raw = it.value()
         if enc.record_version(raw) != enc.RECORD_VERSION:
             key = it.key()
-            record, legacy, seq = enc.decode_legacy_record(key.decode(), raw)
-            payload = upgrade(legacy)
-            value = enc.encode_record(dataclasses.replace(record, payload=payload), seq)
-            wb.put(key, value, generation.handle)
+            record, seq = enc.decode_any_record(key.decode(), raw, upgrade)
+            wb.put(key, enc.encode_record(record, seq), generation.handle)
             rewritten += 1
             if wb.len() >= CHUNK_RECORDS:
                 db.write(wb)

@@ -42,6 +42,12 @@ class ArticleRecord:
     sketch: bytes = b""
     """Opaque verification data of the caller (e.g. a MinHash), at most 65,535 bytes; handed
     back with every match so a candidate can be verified without another read."""
+    bands: bytes = b""
+    """Band keys, at most 16 (64 bytes): key i is the little-endian u32 at 4 * i, and two records
+    share band i when their key i is equal. A search given bands finds records sharing some."""
+    shingles: bytes = b""
+    """Opaque bytes of the caller's, stored apart from the record and read only on request
+    (`Batch.shingles`): records read by `lookup`, `get` or a search carry b"" here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,8 @@ class RecordColumns:
     event_time_ms: Sequence[int]
     payload: Sequence[bytes]
     sketch: Sequence[bytes]
+    bands: Sequence[bytes]
+    shingles: Sequence[bytes]
 
     @classmethod
     def of(cls, records: Iterable[ArticleRecord]) -> RecordColumns:
@@ -70,7 +78,8 @@ class RecordColumns:
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """An indexed article within distance k of a query."""
+    """An indexed article within distance k of a query, or sharing band keys with it (a band
+    match, whose distance may exceed k)."""
 
     article_id: str
     distance: int
@@ -80,6 +89,8 @@ class Match:
     """The matched article's `ArticleRecord.payload`, from the record the search already read."""
     sketch: bytes = b""
     """The matched article's `ArticleRecord.sketch`, likewise."""
+    shared_bands: int = 0
+    """How many band keys the matched article shares with the query (band matches only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +129,9 @@ class SearchResult:
     event_time_ms: int
     late: bool
     clamped: bool
+    band_matches: tuple[Match, ...] = ()
+    """Live articles sharing band keys with the query that are not among `matches`, most
+    shared first (see `Batch.search`); empty unless the search was given bands."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from indexstore.catalog import Catalog
-from indexstore.commit import Candidate
+from indexstore.commit import BandCandidate, Candidate
 from indexstore.tables import Hits, SearchTables
 
 # A search considers at most this many committed entries per query: the closest, earliest
@@ -21,6 +21,10 @@ from indexstore.tables import Hits, SearchTables
 # 77,300 AFQMC questions at k = 12 grew to 22 GB before the kernel killed it. Callers that
 # want a decision use a handful of matches.
 MAX_HITS_PER_QUERY = 256
+# Likewise for rows sharing band keys: those sharing most (then the earliest inserted). A
+# caller verifies a handful; only a window where more than this many articles share the
+# query's most-shared bands (near-identical texts) could miss the earliest of them.
+MAX_BAND_HITS_PER_QUERY = 256
 
 
 def nearest(
@@ -44,6 +48,24 @@ def nearest(
         if article_id is not None:
             found[q].append(Candidate(seq, article_id, d))
     return found
+
+
+def band_nearest(
+    tables: SearchTables, catalog: Catalog, bands: bytes, min_shared: int
+) -> list[BandCandidate]:
+    """The committed rows sharing at least `min_shared` of these band keys (an upper-bound
+    count, see indexstore.bands): the MAX_BAND_HITS_PER_QUERY sharing most, of those whose
+    article id is still stored."""
+    rows, shared = tables.band_search(bands, min_shared, MAX_BAND_HITS_PER_QUERY)
+    if not len(rows):
+        return []
+    seqs = tables.seq[rows].tolist()
+    ids = catalog.row_ids(tables.seg[rows].tolist(), seqs)
+    return [
+        BandCandidate(seq, article_id, n)
+        for seq, article_id, n in zip(seqs, ids, shared.tolist(), strict=True)
+        if article_id is not None
+    ]
 
 
 def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:

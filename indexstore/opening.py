@@ -10,6 +10,7 @@ import rocksdict, numpy and indexstore.encoding, .errors, .model, .commit, .cata
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,5 +162,30 @@ def scan(db: rocksdict.Rdict, path: Path, *, keep_rows: bool) -> Found:
             it.next()
         del it
     if fps:
-        found.rows = TableRows(np.concatenate(fps), np.concatenate(segs), np.concatenate(seqs))
+        found.rows = TableRows(
+            np.concatenate(fps), np.concatenate(segs), np.concatenate(seqs), None
+        )
     return found
+
+
+def read_bands(generations: Iterable[Generation]) -> tuple[np.ndarray, list[bytes]]:
+    """(seqs, band keys) of every searchable article record that has bands, for the band
+    tables: bands stay in the record, which is read here whole, so this costs a pass over
+    every record (done only when no snapshot of the tables is valid)."""
+    seqs: list[int] = []
+    bands: list[bytes] = []
+    for generation in generations:
+        it = generation.cf.iter()
+        it.seek_to_first()
+        while it.valid():
+            raw = it.value()
+            # Records of an earlier version (an index being migrated) have no bands.
+            if enc.record_version(raw) == enc.RECORD_VERSION:
+                keys = enc.record_bands(raw)
+                _, seq = enc.record_row(raw)
+                if keys and seq is not None:
+                    seqs.append(seq)
+                    bands.append(keys)
+            it.next()
+        del it
+    return np.array(seqs, dtype=np.uint64), bands

@@ -98,7 +98,7 @@ def merge(layout: Layout, older: Run, newer: Run) -> Run:
             new, place = new[~shared], place[~shared]
         # Where the fresh newer entries land among the merged ones.
         place += np.arange(len(place))
-        perm.append(_interleave(old, new, place))
+        perm.append(interleave(old, new, place))
         older.perm[t] = newer.perm[t] = _EMPTY_U64
         older.offsets[t] = newer.offsets[t] = _EMPTY
         del old, new, place, shared
@@ -114,7 +114,7 @@ def _merge_rows(
     alone does; otherwise a few more arrays the size of the runs."""
     if older.starts is None and newer.starts is None and not shared.any():
         at = place + np.arange(len(place))
-        return _interleave(older.rows, newer.rows, at), None
+        return interleave(older.rows, newer.rows, at), None
     # Older entries at or before each newer one, then the older rows they hold: where each
     # newer row goes, after as many older rows as that and the newer rows before it.
     right = place + shared
@@ -123,7 +123,7 @@ def _merge_rows(
     if counts is not None:
         at = np.repeat(at, counts)
     at += np.arange(len(newer.rows))
-    rows = _interleave(older.rows, newer.rows, at)
+    rows = interleave(older.rows, newer.rows, at)
     del at
     # Where each older entry's rows now begin: its own start, plus the rows of the newer
     # entries sorting before it (those with right <= its index).
@@ -136,11 +136,11 @@ def _merge_rows(
     fresh = np.flatnonzero(~shared)
     fresh_starts = newer.first_rows(fresh) + older.first_rows(place[fresh])
     fresh_at = place[fresh] + np.arange(len(fresh))
-    starts = _interleave(old_starts, fresh_starts, fresh_at)
+    starts = interleave(old_starts, fresh_starts, fresh_at)
     return rows, np.append(starts, len(rows)).astype(np.uint32)
 
 
-def _interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:
+def interleave(older: np.ndarray, newer: np.ndarray, place: np.ndarray) -> np.ndarray:
     """`older` and `newer` in one array, newer[i] at place[i] (ascending), older in the gaps."""
     out = np.empty(len(older) + len(newer), dtype=older.dtype)
     gaps = np.ones(len(out), dtype=bool)

@@ -21,7 +21,8 @@ FILE_NAME = "search-tables.npz"
 # Part of every tag: a snapshot of an earlier arrangement of the tables' arrays is stale.
 # 2: runs hold each distinct fingerprint once, table 0's entries pointing at their rows
 # (row starts saved only for a run in which some fingerprint has several rows).
-FORMAT = 2
+# 3: the band tables' runs too.
+FORMAT = 3
 
 
 def save(tables: SearchTables, directory: Path, tag: str) -> None:

@@ -28,7 +28,7 @@ from indexstore import bulk, migration, opening, snapshot
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
 from indexstore.catalog import Catalog, Segment, multi_get
-from indexstore.commit import Candidate, Commit, Stored
+from indexstore.commit import BandCandidate, Candidate, Commit, SegmentRows, Stored
 from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.layout import Layout, choose_layout
 from indexstore.model import (
@@ -40,7 +40,7 @@ from indexstore.model import (
     RecordColumns,
     SegmentStats,
 )
-from indexstore.nearest import nearest
+from indexstore.nearest import band_nearest, nearest
 from indexstore.rocksdb_errors import RocksDBErrors
 from indexstore.rocksdb_options import rocksdb_options
 from indexstore.tables import SearchTables
@@ -99,7 +99,8 @@ class IndexStore:
         turns the decision a record of index format 3 held into the payload it keeps: given,
         such an index is migrated to the current format as it opens (`migrated` tells), or,
         opened read-only, its records are converted as they are read; without it, such an
-        index is refused for writing.
+        index is refused for writing. An index of format 4 needs no conversion: it is migrated
+        (its records gain empty bands) or read as it is.
         """
         opening.validate(options)
         self = object.__new__(cls)
@@ -143,6 +144,7 @@ class IndexStore:
             # A read-only reader just shows what is there, with the k it was built with.
             if not self._read_only:
                 opening.check_compatible(self._path, self._meta, wanted)
+        older = self._meta.format != enc.FORMAT_VERSION
         legacy = self._meta.format == enc.LEGACY_FORMAT_VERSION
         if legacy and not self._read_only and upgrade is None:
             raise IndexFormatError(
@@ -155,7 +157,7 @@ class IndexStore:
         )
         self._positions = opening.read_positions(self._db)
         found = opening.scan(self._db, self._path, keep_rows=not self._read_only)
-        if legacy and upgrade is not None and not self._read_only:
+        if older and not self._read_only:
             self._meta, self._migrated = migration.migrate(
                 self._db, self._meta, found.generations.values(), upgrade, self._errors
             )
@@ -168,7 +170,8 @@ class IndexStore:
             found.segments,
             found.generations,
             # A read-only tool may look at an index an older version still writes.
-            legacy_upgrade=upgrade if legacy and self._read_only else None,
+            older=older and self._read_only,
+            upgrade=upgrade,
         )
         self._tables = SearchTables(self._layout)
         saved = None if self._read_only else snapshot.load(self._path, self._layout, self._tag())
@@ -176,6 +179,7 @@ class IndexStore:
             self._tables = saved
         elif found.rows is not None:
             self._tables.append(*found.rows)
+            self._tables.add_bands(*opening.read_bands(found.generations.values()))
 
     def _tag(self) -> str:
         """What the search tables are a function of: the snapshot is valid while it is equal."""
@@ -428,28 +432,13 @@ class IndexStore:
         catalog = self._catalog
         wb = rocksdict.WriteBatch(raw_mode=True)
         commit_no = self._commits + 1
-        merged: set[int] = set()
-        for sid, new in commit.rows.items():
-            fps, seqs = new.fingerprints, new.seqs
-            seg = catalog.segment_for_write(sid)
-            handle = seg.group.handle
-            for key, article_id in zip(enc.row_keys(sid, seqs), new.article_ids, strict=True):
-                wb.put(key, article_id, handle)
-            if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
-                # Fold the segment's older blobs into this one: O(segment), read back from disk.
-                with self._errors:
-                    old = [enc.decode_blob(raw) for raw in self._blobs(seg)]
-                fps = np.concatenate([f for f, _ in old] + [fps])
-                seqs = np.concatenate([q for _, q in old] + [seqs])
-                for key in seg.blobs:
-                    wb.delete(key, handle)
-                merged.add(sid)
-            wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
+        merged = self._write_rows(wb, commit.rows, commit_no)
         replaced: dict[int, int] = defaultdict(int)
         for dead in commit.dead_rows:
             live = catalog.segments.get(dead.segment)
             if live is not None:
                 wb.delete(enc.row_key(dead.segment, dead.seq), live.group.handle)
+                wb.delete(enc.shingles_key(dead.segment, dead.seq), live.group.handle)
                 replaced[dead.segment] += 1
         # Blobs keep replaced rows (the tables skip them), so a reopened store counts its live
         # rows as its blobs' entries less this persisted count.
@@ -491,6 +480,35 @@ class IndexStore:
         self._watermark = commit.watermark
         self._next_seq = commit.next_seq
         self._commits = commit_no
+
+    def _write_rows(
+        self, wb: rocksdict.WriteBatch, rows: Mapping[int, SegmentRows], commit_no: int
+    ) -> set[int]:
+        """Put a commit's new rows (row keys, shingles, a blob per segment) in `wb`; the
+        segments whose older blobs were folded into the new one."""
+        catalog = self._catalog
+        merged: set[int] = set()
+        for sid, new in rows.items():
+            fps, seqs = new.fingerprints, new.seqs
+            seg = catalog.segment_for_write(sid)
+            handle = seg.group.handle
+            for key, article_id in zip(enc.row_keys(sid, seqs), new.article_ids, strict=True):
+                wb.put(key, article_id, handle)
+            # Beside the row, not in the record: read only on request, gone with the row.
+            for seq, shingles in zip(seqs.tolist(), new.shingles, strict=True):
+                if shingles:
+                    wb.put(enc.shingles_key(sid, seq), shingles, handle)
+            if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
+                # Fold the segment's older blobs into this one: O(segment), read back from disk.
+                with self._errors:
+                    old = [enc.decode_blob(raw) for raw in self._blobs(seg)]
+                fps = np.concatenate([f for f, _ in old] + [fps])
+                seqs = np.concatenate([q for _, q in old] + [seqs])
+                for key in seg.blobs:
+                    wb.delete(key, handle)
+                merged.add(sid)
+            wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
+        return merged
 
     # -- internals ------------------------------------------------------------------------
 
@@ -540,6 +558,12 @@ class _BatchAccess:
 
     def nearest(self, simhashes: Sequence[int]) -> list[list[Candidate]]:
         return nearest(self._store._tables, self._store._catalog, simhashes)
+
+    def band_nearest(self, bands: bytes, min_shared: int) -> list[BandCandidate]:
+        return band_nearest(self._store._tables, self._store._catalog, bands, min_shared)
+
+    def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
+        return self._store._catalog.read_shingles(segments, seqs)
 
     def write(self, commit: Commit) -> None:
         self._store._write(commit)

@@ -11,17 +11,20 @@ story reposted verbatim c times is one candidate, not c: a query's work grows wi
 distinct fingerprints near it, and a caller that wants only the first few rows of each
 (`per_fingerprint`) gets them without the others being gathered for every query.
 
-The runs' arrays and their merging are runs.py's; the probe of one run, probe.py's.
+The runs' arrays and their merging are runs.py's; the probe of one run, probe.py's. The band
+keys of the same rows are bands.py's, kept here so that both share row ids, expiry and
+compaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+from indexstore.bands import BandTables
 from indexstore.layout import BUCKET_US, PROBE_US, SCAN_US, Layout
 from indexstore.probe import compare, probe, probe_masks
 from indexstore.runs import Run, make_run, merge
@@ -92,6 +95,7 @@ class SearchTables:
         # Rows appended since the last search, not in a run yet: (row ids, fingerprints).
         self._unsorted: list[tuple[np.ndarray, np.ndarray]] = []
         self._unsorted_rows = 0
+        self.bands = BandTables()
 
     @property
     def live(self) -> int:
@@ -99,10 +103,16 @@ class SearchTables:
 
     # -- building -------------------------------------------------------------------------
 
-    def append(self, fps: np.ndarray, segs: np.ndarray, seqs: np.ndarray) -> None:
-        """Add committed rows; they are searchable at once, sorted into a run by the first
-        search after them, so many appends without a search between them (a restore) sort
-        their rows once instead of merging run after run."""
+    def append(
+        self,
+        fps: np.ndarray,
+        segs: np.ndarray,
+        seqs: np.ndarray,
+        bands: Sequence[bytes] | None = None,
+    ) -> None:
+        """Add committed rows, with their band keys if given; they are searchable at once,
+        sorted into a run by the first search after them, so many appends without a search
+        between them (a restore) sort their rows once instead of merging run after run."""
         m = len(fps)
         if not m:
             return
@@ -111,6 +121,8 @@ class SearchTables:
         self.seg[start : start + m] = segs
         self.seq[start : start + m] = seqs
         self.n += m
+        if bands is not None:
+            self.bands.append(np.arange(start, start + m, dtype=np.uint32), bands)
         if not self.layout.tables:
             self.fp[start : start + m] = fps
             return
@@ -120,8 +132,33 @@ class SearchTables:
         if self._unsorted_rows >= MAX_UNSORTED_ROWS:
             self.sort_appended()
 
+    def add_bands(self, seqs: np.ndarray, bands: Sequence[bytes]) -> None:
+        """Band keys of rows already appended, found by their seqs (an open reads them from
+        the article records, after the rows); seqs of no row are skipped."""
+        if not len(seqs) or not self.n:
+            return
+        order = np.argsort(self.seq[: self.n], kind="stable")
+        ordered = self.seq[: self.n][order]
+        seqs = np.asarray(seqs, dtype=np.uint64)
+        at = np.minimum(np.searchsorted(ordered, seqs), self.n - 1)
+        known = ordered[at] == seqs
+        rows = order[at[known]].astype(np.uint32)
+        self.bands.append(rows, [b for b, k in zip(bands, known.tolist(), strict=True) if k])
+        self.bands.sort_appended()
+
+    def band_search(self, bands: bytes, min_shared: int, limit: int) -> tuple[np.ndarray, ...]:
+        """(rows, shared) of the live rows sharing at least `min_shared` of these band keys
+        (by the tables' upper-bound count, bands.py): the `limit` sharing most, then earliest
+        inserted, in that order."""
+        rows, shared = self.bands.search(bands)
+        keep = (shared >= min_shared) & (self.seg[rows] != DEAD)
+        rows, shared = rows[keep], shared[keep]
+        order = np.lexsort((self.seq[rows], -shared))[: max(limit, 0)]
+        return rows[order], shared[order]
+
     def sort_appended(self) -> None:
         """Sort the rows appended since the last search into a run now, not at that search."""
+        self.bands.sort_appended()
         if not self._unsorted:
             return
         rows = np.concatenate([r for r, _ in self._unsorted])
@@ -161,6 +198,7 @@ class SearchTables:
         keep = self.seg[: self.n] != DEAD
         new_id = (np.cumsum(keep, dtype=np.int64) - 1).astype(np.uint32)
         live = int(keep.sum())
+        self.bands.compact(keep, new_id)
         if self.layout.tables:
             fps, rows = [], []
             first = self.layout.tables[0]
@@ -198,6 +236,7 @@ class SearchTables:
             for t in range(len(run.perm)):
                 arrays[f"perm.{i}.{t}"] = run.perm[t]
                 arrays[f"offsets.{i}.{t}"] = run.offsets[t]
+        arrays.update(self.bands.export())
         return arrays
 
     @classmethod
@@ -206,6 +245,7 @@ class SearchTables:
         self.n, self.dead = (int(v) for v in arrays["n"])
         self.seg, self.seq = arrays["seg"], arrays["seq"]
         self.fp = arrays["fp"]
+        self.bands = BandTables.restore(arrays)
         i = 0
         while f"rows.{i}" in arrays:
             tables = range(len(layout.tables))
@@ -231,7 +271,7 @@ class SearchTables:
             arrays.append(run.rows)
             if run.starts is not None:
                 arrays.append(run.starts)
-        return sum(a.nbytes for a in arrays)
+        return sum(a.nbytes for a in arrays) + self.bands.memory_bytes()
 
     # -- searching ------------------------------------------------------------------------
 

@@ -211,6 +211,9 @@ def decode_changes(
             heads["event_time"].tolist(),
             [v[size:e] for v, e in zip(values, payload_end, strict=True)],
             [v[a:e] for v, a, e in zip(values, payload_end, sketch_end, strict=True)],
+            # Changelog records of this version carry no bands and no shingles.
+            [b""] * n,
+            [b""] * n,
         )
     domains = [d for d, _, _ in split]
     if domains.count(domains[0]) == n:  # the usual case: one domain per partition

@@ -1,13 +1,16 @@
-"""An index of format 3 (the decision in fixed fields of each record), as the previous release
-left it on disk, opens with this version: migrated in place to format 4 when opened for
-writing, read as it is when opened read-only; the decisions are the same afterwards, and a
-migration stopped anywhere (the process killed, a conversion failing) loses nothing."""
+"""An index of format 3 (the decision in fixed fields of each record) or of format 4 (records
+without bands, no shingles), as earlier releases left it on disk, opens with this version:
+migrated in place to format 5 when opened for writing, read as it is when opened read-only;
+the decisions are the same afterwards, and a migration stopped anywhere (the process killed,
+a conversion failing) loses nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -16,11 +19,11 @@ from typing import Any
 
 import pytest
 import rocksdict
-from legacy_formats import downgrade_index
+from legacy_formats import downgrade_index, downgrade_index_to_format_4
 
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.deciding import stored
-from indexstore import ArticleRecord, IndexFormatError, IndexStore, LegacyDecision
+from indexstore import ArticleRecord, IndexFormatError, IndexOptions, IndexStore, LegacyDecision
 from indexstore import migration as index_migration
 
 NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
@@ -111,7 +114,7 @@ def test_a_migrated_index_gives_the_same_decisions(
     # Read-only, as a tool sees an index an older version still writes: converted on read.
     assert records(state, ids, upgrade=stored.from_legacy) == before
     got = check(root / "all" / "feed.jsonl", state)
-    assert format_of(state) == 4
+    assert format_of(state) == 5
     assert [without_processed_at(line) for line in got] == [
         without_processed_at(line) for line in expected
     ]
@@ -121,6 +124,62 @@ def test_a_migrated_index_gives_the_same_decisions(
     kinds = {json.loads(line)["decision"] for line in expected}
     assert kinds == {"unique", "duplicate", "near_duplicate"}
     assert any('"correction":true' in line for line in expected)
+
+
+def test_a_migrated_format_4_index_gives_the_same_decisions(
+    written: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """Format 4 (records without bands, no shingles) needs no conversion of the caller's: read
+    as it is read-only, migrated by the service's first open, the feed then decided alike."""
+    root, expected = written
+    state = copy_state(written, tmp_path)
+    ids = ids_of(expected)
+    before = records(state, ids)
+    assert downgrade_index_to_format_4(state) == sum(r is not None for r in before.values())
+    assert format_of(state) == 4 and set(record_versions(state)) == {3}
+    assert records(state, ids) == before
+    got = check(root / "all" / "feed.jsonl", state)
+    assert format_of(state) == 5 and set(record_versions(state)) == {4}
+    assert [without_processed_at(line) for line in got] == [
+        without_processed_at(line) for line in expected
+    ]
+
+
+def test_a_format_4_index_gains_empty_bands_and_no_shingles(tmp_path: Path) -> None:
+    """Built by this version with bands and shingles, then turned into what format 4 held:
+    read-only, records read without bands; opened for writing, migrated, nothing of the old
+    records is a band match or has shingles, and new records are both."""
+    hour = 3_600_000
+    options = IndexOptions(segment_ms=hour, retention_ms=3 * hour, memory_bytes=8 << 20)
+    now = 1_000 * hour
+    bands = struct.pack("<16I", *range(16))
+
+    def record(article_id: str, simhash: int, **new: bytes) -> ArticleRecord:
+        return ArticleRecord(article_id, simhash, b"x" * 16, now - hour, b"p", b"k", **new)
+
+    olds = [record(f"old{i}", i << 40) for i in range(30)]
+    with IndexStore.open(tmp_path, options, clock=lambda: now) as store, store.begin() as batch:
+        for old in olds:
+            batch.put(dataclasses.replace(old, bands=bands, shingles=b"gone"))
+    assert downgrade_index_to_format_4(tmp_path) == len(olds)
+    assert format_of(tmp_path) == 4
+    with IndexStore.open(tmp_path, options, read_only=True) as store:
+        assert [store.get(old.article_id) for old in olds] == olds
+    with IndexStore.open(tmp_path, options, clock=lambda: now) as store:
+        assert store.migrated is not None
+        assert (store.migrated.from_format, store.migrated.to_format) == (4, 5)
+        assert store.migrated.records == len(olds)
+        assert [store.get(old.article_id) for old in olds] == olds
+        with store.begin() as batch:
+            assert batch.shingles_many([old.article_id for old in olds]) == {}
+            assert batch.search(1 << 40, b"x" * 16, now, bands=bands).band_matches == ()
+            batch.put(record("new", 2**64 - 1, bands=bands, shingles=b"kept"))
+    assert format_of(tmp_path) == 5 and record_versions(tmp_path) == {4: len(olds) + 1}
+    with IndexStore.open(tmp_path, options, clock=lambda: now) as store, store.begin() as batch:
+        found = batch.search(1 << 40, b"x" * 16, now, bands=bands)
+        assert [m.article_id for m in found.matches] == ["old1"]
+        assert [(m.article_id, m.shared_bands) for m in found.band_matches] == [("new", 16)]
+        assert batch.shingles("new") == b"kept"
 
 
 def test_the_migration_is_logged_once(written: tuple[Path, list[str]], tmp_path: Path) -> None:
@@ -137,7 +196,7 @@ def test_the_migration_is_logged_once(written: tuple[Path, list[str]], tmp_path:
         )
         assert result.returncode == 0, result.stderr
         logs.append(result.stderr)
-    assert logs[0].count("migrated the index from format 3 to 4") == 1, logs[0]
+    assert logs[0].count("migrated the index from format 3 to 5") == 1, logs[0]
     assert "migrated" not in logs[1]
 
 
@@ -170,12 +229,12 @@ def test_a_migration_killed_midway_continues_at_the_next_open(
     assert result.returncode == 9
     assert format_of(state) == 3
     versions = record_versions(state)
-    assert versions == {2: len(ids) - 300, 3: 300}
+    assert versions == {2: len(ids) - 300, 4: 300}
     with IndexStore.open(
         state, IndexStore.stored_options(state), upgrade=stored.from_legacy
     ) as store:
         assert store.migrated is not None and store.migrated.records == len(ids) - 300
-    assert format_of(state) == 4
+    assert format_of(state) == 5
     assert records(state, ids) == before
 
 
@@ -198,7 +257,7 @@ def test_a_failing_conversion_stops_the_migration_and_loses_nothing(
 
     with pytest.raises(RuntimeError, match="injected"):
         IndexStore.open(state, IndexStore.stored_options(state), upgrade=failing)
-    assert format_of(state) == 3 and record_versions(state)[3] == 192
+    assert format_of(state) == 3 and record_versions(state)[4] == 192
     with IndexStore.open(
         state, IndexStore.stored_options(state), upgrade=stored.from_legacy
     ) as store:

@@ -11,6 +11,11 @@ from dataclasses import dataclass, field, replace
 from indexstore import ArticleRecord, IndexOptions, Match, SearchResult
 
 
+def shared_bands(a: bytes, b: bytes) -> int:
+    """Band i is shared when both have a key i and the two are equal."""
+    return sum(a[i : i + 4] == b[i : i + 4] for i in range(0, min(len(a), len(b)) // 4 * 4, 4))
+
+
 @dataclass
 class ReferenceIndex:
     options: IndexOptions
@@ -42,6 +47,9 @@ class ReferenceIndex:
         t: int,
         exclude_id: str | None = None,
         limit: int = 1,
+        bands: bytes = b"",
+        min_shared_bands: int = 2,
+        band_limit: int = 4,
     ) -> SearchResult:
         t, clamped = self.clamp(t)
         start = self.window_start()
@@ -62,11 +70,39 @@ class ReferenceIndex:
                 )
             )
         ranked.sort(key=lambda x: x[0])
+        matches = tuple(m for _, m in ranked[:limit])
+        band_matches: list[tuple[tuple[int, int, str], Match]] = []
+        skipped = {m.article_id for m in matches} | {exclude_id}
+        for article_id, (rec, seq, _) in self.records.items() if bands else ():
+            if seq is None or article_id in skipped:
+                continue
+            if start is not None and rec.event_time_ms < start:
+                continue
+            shared = shared_bands(rec.bands, bands)
+            if not rec.bands or shared < min_shared_bands:
+                continue
+            d = (rec.simhash ^ simhash).bit_count()
+            band_matches.append(
+                (
+                    (-shared, rec.event_time_ms, article_id),
+                    Match(
+                        article_id,
+                        d,
+                        rec.content_hash == content_hash,
+                        rec.event_time_ms,
+                        rec.payload,
+                        rec.sketch,
+                        shared,
+                    ),
+                )
+            )
+        band_matches.sort(key=lambda x: x[0])
         return SearchResult(
-            tuple(m for _, m in ranked[:limit]),
+            matches,
             t,
             start is not None and t < start,
             clamped,
+            tuple(m for _, m in band_matches[:band_limit]),
         )
 
     def put(self, record: ArticleRecord) -> None:
@@ -86,6 +122,19 @@ class ReferenceIndex:
     def lookup(self, article_id: str) -> ArticleRecord | None:
         found = self.records.get(article_id)
         return None if found is None else found[0]
+
+    def stored(self, article_id: str) -> ArticleRecord | None:
+        """The record as read back from the index: without its shingles, kept apart."""
+        found = self.lookup(article_id)
+        return None if found is None else replace(found, shingles=b"")
+
+    def shingles(self, article_id: str) -> bytes | None:
+        """The shingles kept for an article: those of its current record while it is
+        searchable (not late, its segment not expired), if any."""
+        found = self.records.get(article_id)
+        if found is None or found[1] is None or not found[0].shingles:
+            return None
+        return found[0].shingles
 
     def expire(self, before_ms: int | None) -> list[int]:
         if before_ms is None:

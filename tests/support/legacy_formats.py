@@ -1,6 +1,7 @@
-"""The byte layouts of the previous release, written from their documentation, so tests can
-put on disk and on a topic what that release left there: an index of format 3 (article
-records of version 2, the decision in fixed fields) and changelog records of version 2.
+"""The byte layouts of earlier releases, written from their documentation, so tests can put
+on disk and on a topic what those releases left there: an index of format 4 (article records
+of version 3, without bands; no shingles), one of format 3 (article records of version 2, the
+decision in fixed fields) and changelog records of version 2.
 
 These layouts are history and never change, so this module does not rot; it is
 deliberately independent of the project's own readers of them (indexstore.encoding,
@@ -20,6 +21,8 @@ from consumer.deciding import stored
 _RECORD_HEAD = struct.Struct(">BQ16sqQbB")
 _RECORD_LENGTHS = struct.Struct(">HHHH")
 _RECORD_HEAD_V3 = struct.Struct(">BQ16sqQH")
+_RECORD_HEAD_V4 = struct.Struct(">BQ16sqQHH")
+_SHINGLES_PREFIX = b"s"
 _CHANGE = struct.Struct(">BQ16sqBbBHHIH")
 _KINDS = ("unique", "duplicate", "near_duplicate")
 _TIME = struct.Struct(">q")
@@ -93,10 +96,9 @@ def encode_change_v2(
     return head + cluster + (matched or b"") + payload + sketch
 
 
-def downgrade_index(path: Path) -> int:
-    """Turn a closed index written by this version (format 4) into the one the previous
-    release would have written with the same contents (format 3): only the article records
-    and the metadata differ between the two. Returns the records rewritten."""
+def _downgrade(path: Path, to_format: int) -> int:
+    """Rewrite the article records of a closed index of format 5 as `to_format`'s, drop its
+    shingles (neither earlier format has any) and set its format; the records rewritten."""
     names = rocksdict.Rdict.list_cf(str(path))
     opts = rocksdict.Options(raw_mode=True)
     db = rocksdict.Rdict(
@@ -105,31 +107,51 @@ def downgrade_index(path: Path) -> int:
     rewritten = 0
     try:
         for name in names:
-            if not name.startswith("articles."):
+            if name == "default":
                 continue
             cf = db.get_column_family(name)
             handle = db.get_column_family_handle(name)
             wb = rocksdict.WriteBatch(raw_mode=True)
             for key, value in cf.items():
-                version, simhash, chash, event_time, seq, n_sketch = _RECORD_HEAD_V3.unpack_from(
-                    value
+                if name.startswith("group."):
+                    if key.startswith(_SHINGLES_PREFIX):
+                        wb.delete(key, handle)
+                    continue
+                version, simhash, chash, event_time, seq, n_sketch, n_bands = (
+                    _RECORD_HEAD_V4.unpack_from(value)
                 )
-                assert version == 3, version
-                end = _RECORD_HEAD_V3.size + n_sketch
-                decision = stored.decode(key.decode(), value[end:])
-                sketch = value[_RECORD_HEAD_V3.size : end]
-                wb.put(
-                    key,
-                    encode_record_v2(simhash, chash, event_time, seq, decision, sketch),
-                    handle,
-                )
+                assert version == 4, version
+                sketch_end = _RECORD_HEAD_V4.size + n_sketch
+                sketch = value[_RECORD_HEAD_V4.size : sketch_end]
+                payload = value[sketch_end + n_bands :]
+                if to_format == 4:
+                    head = _RECORD_HEAD_V3.pack(3, simhash, chash, event_time, seq, n_sketch)
+                    old = head + sketch + payload
+                else:
+                    decision = stored.decode(key.decode(), payload)
+                    old = encode_record_v2(simhash, chash, event_time, seq, decision, sketch)
+                wb.put(key, old, handle)
                 rewritten += 1
             db.write(wb)
             del cf, handle
         meta = json.loads(db[b"meta"])
-        assert meta["format"] == 4, meta
-        meta["format"] = 3
+        assert meta["format"] == 5, meta
+        meta["format"] = to_format
         db[b"meta"] = json.dumps(meta, sort_keys=True).encode()
     finally:
         db.close()
     return rewritten
+
+
+def downgrade_index(path: Path) -> int:
+    """Turn a closed index written by this version (format 5) into the one the release before
+    the previous would have written with the same contents (format 3), bands and shingles
+    left out. Returns the records rewritten."""
+    return _downgrade(path, 3)
+
+
+def downgrade_index_to_format_4(path: Path) -> int:
+    """Turn a closed index written by this version (format 5) into the one the previous
+    release would have written with the same contents (format 4): records without bands,
+    no shingles. Returns the records rewritten."""
+    return _downgrade(path, 4)

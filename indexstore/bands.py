@@ -1,0 +1,140 @@
+"""In-memory band tables: the rows holding each band key, a cache rebuilt at open like the
+SimHash tables (tables.py), whose row ids, expiry and compaction they share.
+
+Every band key of every row is one uint64 entry, band (4 bits) | key's top 28 bits | row
+(32 bits), in runs of ascending entries merged LSM-style as the SimHash runs are: 16 bands
+cost 16 entries, 128 B an article, and one binary search per run answers all of a query's
+bands, since one array holds them all. Cutting the key to 28 bits is what makes the band fit:
+keys differing only in their low 4 bits look equal here, so a row's count of shared bands is
+an upper bound, exact but for about one band in 2**28; the caller recounts from the record,
+which it reads anyway to check that the row is live. Rows without bands have no entries.
+
+It may import numpy and indexstore.encoding and .runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from indexstore import encoding as enc
+from indexstore.runs import interleave
+
+BAND_SHIFT = 60
+KEY_DROP = 4  # low bits of a key not kept
+ROW_BITS = 32
+ROW_MASK = np.uint64((1 << ROW_BITS) - 1)
+MERGE_RATIO = 2
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+def band_keys(bands: bytes) -> np.ndarray:
+    """The keys of `bands` as uint64, key i at i."""
+    return np.frombuffer(bands, dtype="<u4").astype(np.uint64)
+
+
+def _prefixes(keys: np.ndarray) -> np.ndarray:
+    """The entry of each key (key i in band i) with row 0: all its entries sort after it."""
+    band = np.arange(keys.shape[-1], dtype=np.uint64)
+    return (band << np.uint64(BAND_SHIFT)) | ((keys >> np.uint64(KEY_DROP)) << np.uint64(ROW_BITS))
+
+
+def entries(rows: np.ndarray, bands: Sequence[bytes]) -> np.ndarray:
+    """The unsorted entries of rows (uint32 ids) holding these band keys (b"": none)."""
+    by_size: dict[int, list[int]] = {}
+    for i, size in enumerate(map(len, bands)):
+        if size:
+            by_size.setdefault(size, []).append(i)
+    parts = []
+    for size, at in by_size.items():
+        keys = band_keys(b"".join([bands[i] for i in at])).reshape(len(at), size // 4)
+        owner = np.asarray(rows, dtype=np.uint64)[at]
+        parts.append((_prefixes(keys) | owner[:, None]).ravel())
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+
+
+class BandTables:
+    """The band entries of a `SearchTables`' rows; rows are that object's ids."""
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+        self._unsorted: list[np.ndarray] = []
+
+    def append(self, rows: np.ndarray, bands: Sequence[bytes]) -> None:
+        found = entries(rows, bands)
+        if len(found):
+            self._unsorted.append(found)
+
+    def sort_appended(self) -> None:
+        if not self._unsorted:
+            return
+        run = np.sort(np.concatenate(self._unsorted))
+        self._unsorted = []
+        self.runs.append(run)
+        while len(self.runs) >= 2 and len(self.runs[-2]) <= MERGE_RATIO * len(self.runs[-1]):
+            newer = self.runs.pop()
+            older = self.runs[-1]
+            place = np.searchsorted(older, newer) + np.arange(len(newer))
+            self.runs[-1] = interleave(older, newer, place)
+
+    def search(self, bands: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, shared): every row with an entry equal to one of the query's band keys and
+        how many of them (an upper bound, see above), dead rows included, by row."""
+        self.sort_appended()
+        if not self.runs or not bands:
+            return _EMPTY, _EMPTY
+        low = _prefixes(band_keys(bands))
+        high = low | ROW_MASK
+        found = []
+        for run in self.runs:
+            begin = np.searchsorted(run, low, side="left")
+            sizes = np.searchsorted(run, high, side="right") - begin
+            total = int(sizes.sum())
+            if not total:
+                continue
+            at = np.repeat(begin - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
+            found.append((run[at] & ROW_MASK).astype(np.int64))
+        if not found:
+            return _EMPTY, _EMPTY
+        rows, shared = np.unique(np.concatenate(found), return_counts=True)
+        return rows, shared.astype(np.int64)
+
+    def compact(self, keep: np.ndarray, new_id: np.ndarray) -> None:
+        """Drop the entries of rows not kept and renumber the rest by `new_id`: the new ids
+        keep the rows' order, so each run stays sorted."""
+        self.sort_appended()
+        runs = []
+        for run in self.runs:
+            rows = (run & ROW_MASK).astype(np.int64)
+            kept = keep[rows]
+            fresh = (run[kept] & ~ROW_MASK) | new_id[rows[kept]].astype(np.uint64)
+            if len(fresh):
+                runs.append(fresh)
+        self.runs = runs
+
+    def export(self) -> dict[str, np.ndarray]:
+        self.sort_appended()
+        return {f"bands.{i}": run for i, run in enumerate(self.runs)}
+
+    @classmethod
+    def restore(cls, arrays: dict[str, np.ndarray]) -> BandTables:
+        self = cls()
+        i = 0
+        while f"bands.{i}" in arrays:
+            self.runs.append(arrays[f"bands.{i}"])
+            i += 1
+        return self
+
+    def memory_bytes(self) -> int:
+        self.sort_appended()
+        return sum(run.nbytes for run in self.runs)
+
+
+def shared_bands(a: bytes, b: bytes) -> int:
+    """How many bands two records share: key i equal in both."""
+    size = min(len(a), len(b)) // enc.BAND_KEY_BYTES * enc.BAND_KEY_BYTES
+    if not size:
+        return 0
+    return int(np.count_nonzero(band_keys(a[:size]) == band_keys(b[:size])))

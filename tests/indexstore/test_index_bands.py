@@ -1,0 +1,324 @@
+"""Band keys and shingles on real RocksDB: band matches against a brute-force scan over random
+programs (puts, updates, restores, expiry, commit and abort, reopening with and without the
+tables' snapshot), shingles read back through their whole life, and the band tables' memory."""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import hypothesis.strategies as st
+import pytest
+import rocksdict
+from hypothesis import HealthCheck, given, settings
+from index_reference import ReferenceIndex
+
+from indexstore import (
+    ArticleRecord,
+    IndexOptions,
+    IndexStore,
+    IndexStoreError,
+    RecordColumns,
+    snapshot,
+)
+
+NOW_MS = 20_000
+SEGMENT_MS = 1_000
+RETENTION_MS = 5_000
+SKEW_MS = 2_000
+
+# Keys 0 and 1 (and the two large ones) differ only in their low 4 bits, which the band
+# tables do not keep: a row counted as sharing them must not become a band match.
+KEYS = (0, 1, 16, 0xFFFF_FFF0, 0xFFFF_FFFF)
+
+
+@st.composite
+def band_sets(draw: st.DrawFn) -> bytes:
+    count = draw(st.sampled_from([0, 4, 16, 16, 16]))
+    return struct.pack(
+        f"<{count}I", *draw(st.lists(st.sampled_from(KEYS), min_size=count, max_size=count))
+    )
+
+
+fingerprints = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 3, 2**64 - 1])
+content_hashes = st.sampled_from([bytes([i]) * 16 for i in range(2)])
+times = st.integers(0, NOW_MS + 2 * SKEW_MS)
+ids = st.sampled_from([f"a{i}" for i in range(10)])
+shingle_values = st.sampled_from([b"", b"S", b"SC\x03\x01\xff"]) | st.binary(max_size=40)
+
+put_op = st.tuples(
+    st.just("put"), ids, fingerprints, content_hashes, times, band_sets(), shingle_values
+)
+search_op = st.tuples(
+    st.just("search"),
+    fingerprints,
+    content_hashes,
+    times,
+    st.one_of(st.none(), ids),
+    st.sampled_from([0, 1, 3]),
+    band_sets(),
+    st.sampled_from([1, 2, 5, 16]),
+    st.sampled_from([1, 4, 100]),
+)
+batch_step = st.tuples(
+    st.just("batch"), st.lists(st.one_of(put_op, search_op), max_size=10), st.booleans()
+)
+bulk_step = st.tuples(st.just("bulk"), st.lists(put_op, max_size=8))
+expire_step = st.tuples(st.just("expire"), st.one_of(st.none(), st.integers(0, NOW_MS)))
+reopen_step = st.tuples(st.just("reopen"), st.booleans())  # with the snapshot or rebuilt
+steps = st.lists(
+    st.one_of(batch_step, batch_step, batch_step, bulk_step, expire_step, reopen_step),
+    max_size=10,
+)
+
+
+def record(op: tuple) -> ArticleRecord:
+    _, article_id, fp, ch, t, bands, shingles = op
+    return ArticleRecord(article_id, fp, ch, t, article_id.encode(), b"k", bands, shingles)
+
+
+def check_shingles(store: IndexStore, ref: ReferenceIndex) -> None:
+    batch = store.begin()
+    try:
+        every = list(ref.records)
+        expected = {a: ref.shingles(a) for a in every}
+        assert batch.shingles_many(every) == {a: s for a, s in expected.items() if s}
+        for article_id in every:
+            assert batch.shingles(article_id) == expected[article_id]
+            assert store.get(article_id) == ref.stored(article_id)
+    finally:
+        batch.abort()
+
+
+def run_program(k: int, expected: int, program: list) -> None:
+    options = IndexOptions(
+        max_distance=k,
+        segment_ms=SEGMENT_MS,
+        retention_ms=RETENTION_MS,
+        future_skew_ms=SKEW_MS,
+        expected_articles=expected,
+        memory_bytes=8 << 20,
+    )
+    ref = ReferenceIndex(options, NOW_MS)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch("indexstore.tables.scan_break_even", return_value=0),
+    ):
+        store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
+        try:
+            for step in program:
+                if step[0] == "batch":
+                    _, ops, commit = step
+                    before = ref.snapshot()
+                    batch = store.begin()
+                    for op in ops:
+                        if op[0] == "put":
+                            put = record(op)
+                            batch.put(put)
+                            ref.put(put)
+                            # Its own uncommitted put: the record as put, shingles included.
+                            assert batch.lookup(put.article_id) == ref.lookup(put.article_id)
+                            assert batch.shingles(put.article_id) == ref.shingles(put.article_id)
+                        else:
+                            _, fp, ch, t, exclude, limit, bands, least, most = op
+                            got = batch.search(
+                                fp,
+                                ch,
+                                t,
+                                exclude_id=exclude,
+                                limit=limit,
+                                bands=bands,
+                                min_shared_bands=least,
+                                band_limit=most,
+                            )
+                            assert got == ref.search(fp, ch, t, exclude, limit, bands, least, most)
+                    if commit:
+                        batch.commit()
+                    else:
+                        batch.abort()
+                        ref = before
+                elif step[0] == "bulk":
+                    records = [record(op) for op in step[1]]
+                    store.bulk_put(RecordColumns.of(records))
+                    for put in records:
+                        ref.put(put)
+                elif step[0] == "expire":
+                    store.expire(step[1])
+                    ref.expire(step[1])
+                else:
+                    store.close()
+                    if not step[1]:
+                        snapshot.discard(Path(tmp))
+                    store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
+                check_shingles(store, ref)
+            # A final sweep: every band set of two keys against the reference.
+            batch = store.begin()
+            for a in KEYS:
+                for b in KEYS:
+                    bands = struct.pack("<16I", *([a] * 8 + [b] * 8))
+                    for least in (1, 2, 9):
+                        got = batch.search(
+                            0,
+                            b"\0" * 16,
+                            NOW_MS,
+                            bands=bands,
+                            min_shared_bands=least,
+                            band_limit=100,
+                        )
+                        assert got == ref.search(0, b"\0" * 16, NOW_MS, None, 1, bands, least, 100)
+            batch.abort()
+        finally:
+            store.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.sampled_from([0, 3, 8]), expected=st.sampled_from([10, 10**7]), program=steps)
+def test_band_matches_and_shingles_equal_brute_force(k: int, expected: int, program: list) -> None:
+    run_program(k, expected, program)
+
+
+HOUR = 3_600_000
+NOW = 1_000 * HOUR
+OPTIONS = IndexOptions(segment_ms=HOUR, retention_ms=3 * HOUR, memory_bytes=8 << 20)
+BANDS = struct.pack("<16I", *range(16))
+
+
+def rec(article_id: str, t: int, shingles: bytes, bands: bytes = BANDS) -> ArticleRecord:
+    return ArticleRecord(article_id, 7, b"x" * 16, t, b"p", b"k", bands, shingles)
+
+
+def open_store(path: Path) -> IndexStore:
+    return IndexStore.open(path, OPTIONS, clock=lambda: NOW)
+
+
+def stored_shingles(path: Path) -> list[bytes]:
+    """Every shingles value on disk, whatever reads it."""
+    names = rocksdict.Rdict.list_cf(str(path))
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(
+        str(path),
+        opts,
+        column_families={n: opts for n in names if n != "default"},
+        access_type=rocksdict.AccessType.read_only(),
+    )
+    try:
+        values = []
+        for name in names:
+            if name.startswith("group."):
+                cf = db.get_column_family(name)
+                values += [v for k, v in cf.items() if k.startswith(b"s")]
+                del cf
+        return values
+    finally:
+        db.close()
+
+
+def shingles_of(store: IndexStore, article_id: str) -> bytes | None:
+    with store.begin() as batch:
+        return batch.shingles(article_id)
+
+
+def test_shingles_live_and_die_with_their_row(tmp_path: Path) -> None:
+    t = NOW - HOUR // 2
+    with open_store(tmp_path) as store:
+        with store.begin() as batch:
+            batch.put(rec("a", t, b"first"))
+            batch.put(rec("b", t, b""))
+            assert batch.shingles("a") == b"first"
+            assert batch.shingles("b") is None
+        # Never read by a search or a lookup: those records carry none.
+        with store.begin() as batch:
+            assert batch.lookup("a") == rec("a", t, b"")
+            result = batch.search(7, b"x" * 16, t, limit=5, bands=BANDS)
+            assert [m.article_id for m in result.matches] == ["a", "b"]
+        assert shingles_of(store, "a") == b"first"
+        assert store.get("a") == rec("a", t, b"")
+    assert stored_shingles(tmp_path) == [b"first"]
+    with open_store(tmp_path) as store:
+        assert shingles_of(store, "a") == b"first"
+        # Aborted: neither the new shingles nor the loss of the old.
+        batch = store.begin()
+        batch.put(rec("a", t, b"aborted"))
+        batch.put(rec("c", t, b"aborted too"))
+        assert batch.shingles("a") == b"aborted"
+        batch.abort()
+        assert shingles_of(store, "a") == b"first"
+        assert shingles_of(store, "c") is None
+        # Updated in its segment, then moved to an older one: the old value is deleted.
+        with store.begin() as batch:
+            batch.put(rec("a", t, b"second"))
+        assert shingles_of(store, "a") == b"second"
+        with store.begin() as batch:
+            batch.put(rec("a", t - HOUR, b"third"))
+        assert shingles_of(store, "a") == b"third"
+        assert stored_shingles(tmp_path) == [b"third"]
+        # An update without shingles leaves none.
+        with store.begin() as batch:
+            batch.put(rec("b", t, b"b's"))
+            batch.put(rec("a", t - HOUR, b""))
+        assert shingles_of(store, "a") is None
+        # A restore writes them, replacing and moving as a batch does.
+        columns = RecordColumns.of([rec("a", t, b"restored"), rec("d", t - HOUR, b"new")])
+        assert store.bulk_put(columns) == 2
+        with store.begin() as batch:
+            assert batch.shingles_many(["a", "b", "c", "d"]) == {
+                "a": b"restored",
+                "b": b"b's",
+                "d": b"new",
+            }
+        # A record older than the window has no row, so no shingles.
+        with store.begin() as batch:
+            batch.put(rec("late", NOW - 10 * HOUR, b"late"))
+            assert batch.shingles("late") is None
+        assert shingles_of(store, "late") is None
+        # Expiry: the segment goes, its shingles with it (the records outlive it).
+        assert store.expire(t - HOUR // 2) == [(t - HOUR) // HOUR]
+        with store.begin() as batch:
+            assert batch.shingles_many(["a", "b", "d"]) == {"a": b"restored", "b": b"b's"}
+    assert sorted(stored_shingles(tmp_path)) == [b"b's", b"restored"]
+
+
+def test_band_tables_cost_at_most_128_bytes_an_article(tmp_path: Path) -> None:
+    n = 20_000
+    usage = {}
+    for bands in (b"", BANDS):
+        path = tmp_path / str(len(bands))
+        with open_store(path) as store:
+            for first in range(0, n, 5_000):
+                columns = RecordColumns.of(
+                    ArticleRecord(
+                        f"a{i}",
+                        i * 0x9E37_79B9_7F4A_7C15 % 2**64,
+                        b"x" * 16,
+                        NOW - HOUR + i,
+                        bands=bands and struct.pack("<16I", *(i * 16 + b for b in range(16))),
+                    )
+                    for i in range(first, first + 5_000)
+                )
+                store.bulk_put(columns)
+            store.prepare_search()
+            usage[len(bands)] = store.memory_usage()["search_tables"]
+            with store.begin() as batch:
+                hits = batch.search(2**64 - 1, b"x" * 16, NOW, bands=BANDS)
+                assert [m.article_id for m in hits.band_matches] == ([] if not bands else ["a0"])
+    per_article = (usage[64] - usage[0]) / n
+    print(f"band tables: {per_article:.1f} B per article for 16 bands")
+    assert 0 < per_article <= 128, per_article
+
+
+def test_bad_bands_are_refused(tmp_path: Path) -> None:
+    refused = "bands must be at most 16 keys of 4 bytes"
+    with open_store(tmp_path) as store:
+        for bands in (b"abc", b"\0" * 68):
+            with pytest.raises(IndexStoreError, match=refused):
+                store.bulk_put(RecordColumns.of([rec("a", NOW, b"", bands)]))
+            with store.begin() as batch:
+                with pytest.raises(IndexStoreError, match=refused):
+                    batch.put(rec("a", NOW, b"", bands))
+                with pytest.raises(IndexStoreError, match=refused):
+                    batch.search(7, b"x" * 16, NOW, bands=bands)
+                with pytest.raises(IndexStoreError, match="min_shared_bands"):
+                    batch.search(7, b"x" * 16, NOW, bands=BANDS, min_shared_bands=0)
+        assert store.get("a") is None
