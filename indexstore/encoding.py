@@ -265,7 +265,8 @@ def encode_records(
     """`encode_record` of many records given as columns in `ArticleRecord` field order,
     with their (clamped) event times and seqs in place of the columns' own times. The fixed
     heads are packed by numpy for all records at once; only the joins are per record."""
-    _, simhash, content_hash, _, payload, sketch = columns
+    # Columns beyond the sketch (bands, shingles) are not part of the record's bytes here.
+    _, simhash, content_hash, _, payload, sketch, *_ = columns
     n = len(simhash)
     heads = np.zeros(n, dtype=_HEADS)
     heads["version"] = RECORD_VERSION

@@ -42,6 +42,11 @@ class ArticleRecord:
     sketch: bytes = b""
     """Opaque verification data of the caller (e.g. a MinHash), at most 65,535 bytes; handed
     back with every match so a candidate can be verified without another read."""
+    bands: bytes = b""
+    """Band keys: a multiple of 4 bytes, key i = little-endian u32 at 4*i; two records share
+    band i when their key i is equal."""
+    shingles: bytes = b""
+    """Opaque bytes of the caller's, stored apart from the record and read only on request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,8 @@ class RecordColumns:
     event_time_ms: Sequence[int]
     payload: Sequence[bytes]
     sketch: Sequence[bytes]
+    bands: Sequence[bytes]
+    shingles: Sequence[bytes]
 
     @classmethod
     def of(cls, records: Iterable[ArticleRecord]) -> RecordColumns:

@@ -2,16 +2,21 @@
 
 Internal topic (fingerprint → decide), key = the dedup domain (UTF-8), value:
 
-    >B  version (3)
+    >B  version (4)
     >Q  simhash            >q  event time ms        16s content hash
     >i  source partition   >q  source offset        >H  source topic length, >H  id length
     >I  text characters    >H  sketch length        >B  flags (1: the article had no date)
-    source topic (UTF-8), article id (UTF-8), sketch (consumer/fingerprint/sketch.py)
+    >H  bands length       >I  shingles length
+    source topic (UTF-8), article id (UTF-8), sketch (consumer/fingerprint/sketch.py),
+    bands, shingles (`Analyzed.bands`, `Analyzed.shingles`)
 
-Version 3 added the flags: an undated article's event time is only its record's timestamp,
-which must neither order it nor be stored as its date (the decide role gives it the stream's
-time, as `--role all` does). Version 2 records (an older fingerprint instance during an
-upgrade) still read, as dated.
+Version 4 added the bands and shingles, so the decide role finds and verifies candidates with
+the same data `--role all` has. Version 3 is version 4 without its last two lengths and
+fields, and reads with empty bands and shingles (an older fingerprint instance during an
+upgrade: its articles are decided as that build decided them). Version 3 added the flags: an
+undated article's event time is only its record's timestamp, which must neither order it nor
+be stored as its date (the decide role gives it the stream's time, as `--role all` does).
+Version 2 records (version 3 without the flags) still read, as dated.
 
 Changelog topic (decide → itself after a move), key = domain, 0x00, article id (UTF-8), so
 compaction keeps each article's latest record per domain; value:
@@ -54,9 +59,14 @@ from indexstore import ArticleRecord, LegacyDecision, RecordColumns
 
 _VERSION = 3  # of changelog records
 _LEGACY_VERSION = 2
-_INTERNAL_VERSION = 3
-_INTERNAL = struct.Struct(">BQq16siqHHIHB")
-_INTERNAL_V2 = struct.Struct(">BQq16siqHHIH")
+_INTERNAL_VERSION = 4
+_INTERNAL = struct.Struct(">BQq16siqHHIHBHI")
+# The head of each internal record version this build reads, by version.
+_INTERNAL_LAYOUTS = {
+    2: struct.Struct(">BQq16siqHHIH"),
+    3: struct.Struct(">BQq16siqHHIHB"),
+    _INTERNAL_VERSION: _INTERNAL,
+}
 _UNDATED = 0x01
 _CHANGE = struct.Struct(">BQ16sqIH")
 # _CHANGE as one numpy record, for reading the heads of many records at once.
@@ -111,12 +121,14 @@ def encode_fingerprinted(item: Analyzed, source: Source) -> bytes:
         item.text_chars,
         len(item.sketch),
         0 if item.dated else _UNDATED,
+        len(item.bands),
+        len(item.shingles),
     )
-    return head + topic + article_id + item.sketch
+    return b"".join((head, topic, article_id, item.sketch, item.bands, item.shingles))
 
 
 def decode_fingerprinted(key: bytes | None, value: bytes) -> Fingerprinted:
-    layout = _INTERNAL_V2 if value[:1] == bytes([2]) else _INTERNAL
+    layout = _INTERNAL_LAYOUTS.get(value[0] if value else -1, _INTERNAL)
     try:
         (
             version,
@@ -133,20 +145,32 @@ def decode_fingerprinted(key: bytes | None, value: bytes) -> Fingerprinted:
         ) = layout.unpack_from(value)
     except struct.error as e:
         raise WireError(f"internal record too short: {e}") from None
-    if version not in (2, _INTERNAL_VERSION):
+    if version not in _INTERNAL_LAYOUTS:
         raise WireError(
-            f"internal record version {version}, this build reads 2 and {_INTERNAL_VERSION}"
+            f"internal record version {version}, this build reads 2 to {_INTERNAL_VERSION}"
         )
-    flags = more[0] if more else 0
+    flags, n_bands, n_shingles = (*more, 0, 0, 0)[:3]
     start = layout.size
     topic = value[start : start + n_topic].decode("utf-8")
     article_id = value[start + n_topic : start + n_topic + n_id].decode("utf-8")
     start += n_topic + n_id
     sketch = value[start : start + n_sketch]
+    start += n_sketch
+    bands = value[start : start + n_bands]
+    start += n_bands
+    shingles = value[start : start + n_shingles]
     return Fingerprinted(
         domain=(key or b"").decode("utf-8"),
         item=Analyzed(
-            article_id, event_ms, simhash, chash, sketch, chars, dated=not flags & _UNDATED
+            article_id,
+            event_ms,
+            simhash,
+            chash,
+            sketch,
+            bands,
+            shingles,
+            chars,
+            dated=not flags & _UNDATED,
         ),
         source=Source(topic, partition, offset),
     )
@@ -211,6 +235,8 @@ def decode_changes(
             heads["event_time"].tolist(),
             [v[size:e] for v, e in zip(values, payload_end, strict=True)],
             [v[a:e] for v, a, e in zip(values, payload_end, sketch_end, strict=True)],
+            [b""] * n,
+            [b""] * n,
         )
     domains = [d for d, _, _ in split]
     if domains.count(domains[0]) == n:  # the usual case: one domain per partition

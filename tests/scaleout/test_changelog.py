@@ -8,7 +8,6 @@ import dataclasses
 import logging
 import os
 import random
-import struct
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
-from legacy_formats import encode_change_v2
+from legacy_formats import encode_change_v2, encode_internal
 from stored_strategies import stored_decisions
 
 from consumer.config import Config, IndexConfig
@@ -150,27 +149,67 @@ def test_bulk_decoding_refuses_what_decoding_one_refuses():
     partition=st.integers(0, 2**31 - 1),
     offset=st.integers(0, 2**62),
     sketch=st.binary(max_size=65),
+    bands=st.binary(max_size=64),
+    shingles=st.binary(max_size=2100),
     chars=st.integers(0, 2**32 - 1),
     dated=st.booleans(),
 )
 def test_internal_record_round_trips(
-    article_id, domain, simhash, event, topic, partition, offset, sketch, chars, dated
+    article_id,
+    domain,
+    simhash,
+    event,
+    topic,
+    partition,
+    offset,
+    sketch,
+    bands,
+    shingles,
+    chars,
+    dated,
 ):
-    item = Analyzed(article_id, event, simhash, b"\x01" * 16, sketch, chars, dated)
+    item = Analyzed(article_id, event, simhash, b"\x01" * 16, sketch, bands, shingles, chars, dated)
     source = Source(topic, partition, offset)
     decoded = decode_fingerprinted(domain.encode(), encode_fingerprinted(item, source))
     assert (decoded.domain, decoded.item, decoded.source) == (domain, item, source)
 
 
-def test_an_internal_record_of_the_previous_version_reads_as_dated():
-    item = Analyzed("a1", 1_700_000_000_000, 42, b"\x01" * 16, b"sk", 120, dated=False)
-    current = encode_fingerprinted(item, Source("feed", 2, 9))
-    # Version 2 was version 3 without its trailing flags byte.
-    head = struct.calcsize(">BQq16siqHHIHB")
-    previous = b"\x02" + current[1 : head - 1] + current[head:]
-    decoded = decode_fingerprinted(b"", previous)
-    assert decoded.item == dataclasses.replace(item, dated=True)
-    assert decoded.source == Source("feed", 2, 9)
+@given(
+    article_id=texts.filter(bool),
+    domain=texts,
+    simhash=st.integers(0, 2**64 - 1),
+    event=st.integers(-(2**62), 2**62),
+    topic=texts,
+    partition=st.integers(0, 2**31 - 1),
+    offset=st.integers(0, 2**62),
+    sketch=st.binary(max_size=65),
+    chars=st.integers(0, 2**32 - 1),
+    dated=st.booleans(),
+    version=st.sampled_from([2, 3]),
+)
+def test_internal_records_of_previous_versions_still_read(
+    article_id, domain, simhash, event, topic, partition, offset, sketch, chars, dated, version
+):
+    """An older fingerprint instance during an upgrade: its records read with no bands and no
+    shingles, and those of version 2 (no flags) as dated."""
+    chash = b"\x01" * 16
+    old = encode_internal(
+        version, simhash, event, chash, partition, offset, topic, article_id, chars, sketch, dated
+    )
+    decoded = decode_fingerprinted(domain.encode(), old)
+    want = Analyzed(
+        article_id, event, simhash, chash, sketch, text_chars=chars, dated=dated or version == 2
+    )
+    assert (decoded.domain, decoded.item) == (domain, want)
+    assert decoded.source == Source(topic, partition, offset)
+
+
+def test_internal_records_of_unknown_versions_or_cut_short_are_refused():
+    item = Analyzed("a1", T0, 42, b"\x01" * 16, b"sk", b"b" * 64, b"S" * 700, 120)
+    good = encode_fingerprinted(item, Source("feed", 2, 9))
+    for bad in [b"", good[:30], b"\x01" + good[1:], b"\x05" + good[1:]]:
+        with pytest.raises(WireError):
+            decode_fingerprinted(b"", bad)
 
 
 def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
