@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
-from legacy_formats import encode_change_v2, encode_internal
+from legacy_formats import encode_change_v2, encode_change_v3, encode_internal
 from stored_strategies import stored_decisions
 
 from consumer.config import Config, IndexConfig
@@ -41,13 +41,19 @@ from consumer.scaleout.wire import (
 )
 from consumer.stream.pipeline import Message
 from consumer.stream.stage import Runtime
-from indexstore import ArticleRecord
+from indexstore import ArticleRecord, RecordColumns
 
 NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")
 INDEX = IndexConfig(retention="36500d", segment="30d")
 T0 = 1_700_000_000_000
 
 texts = st.text(max_size=40)
+
+
+# Band keys are 4 bytes each and shingles up to about 2 KB (512 Rice-coded values): the
+# lengths past the 8- and 16-bit limits of the other fields are what the layout must carry.
+band_bytes = st.binary(max_size=64)
+shingle_bytes = st.binary(max_size=2100)
 
 
 @given(
@@ -58,10 +64,18 @@ texts = st.text(max_size=40)
     event=st.integers(0, 2**62),
     payload=st.binary(max_size=40),
     sketch=st.binary(max_size=65),
+    bands=band_bytes,
+    shingles=shingle_bytes,
 )
-def test_change_record_round_trips(article_id, domain, simhash, chash, event, payload, sketch):
-    record = ArticleRecord(article_id, simhash, chash, event, payload, sketch)
+def test_change_record_round_trips(
+    article_id, domain, simhash, chash, event, payload, sketch, bands, shingles
+):
+    record = ArticleRecord(article_id, simhash, chash, event, payload, sketch, bands, shingles)
     assert decode_change(change_key(domain, article_id), encode_change(record)) == (domain, record)
+
+
+def records_of(columns: RecordColumns) -> list[ArticleRecord]:
+    return [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)]
 
 
 @given(
@@ -72,26 +86,36 @@ def test_change_record_round_trips(article_id, domain, simhash, chash, event, pa
     event=st.integers(-(2**62), 2**62),
     decision=stored_decisions(texts, st.integers(-(2**62), 2**62), max_corrections=3),
     sketch=st.binary(max_size=65),
+    bands=band_bytes,
+    shingles=shingle_bytes,
 )
-def test_changelog_records_of_the_previous_version_still_read(
-    article_id, domain, simhash, chash, event, decision, sketch
+def test_changelog_records_of_previous_versions_still_read(
+    article_id, domain, simhash, chash, event, decision, sketch, bands, shingles
 ):
-    """A compacted changelog keeps version-2 records (the decision in fixed fields) after an
-    upgrade: they read as the record this version writes of the same decision, one by one
-    and in bulk, also mixed with new ones."""
+    """A compacted changelog keeps version-3 records (no bands, no shingles) and version-2
+    records (the decision in fixed fields) after an upgrade: they read as the record this
+    version writes of the same decision with no bands and no shingles, one by one and in
+    bulk, also mixed with new ones."""
     key = change_key(domain, article_id)
     payload = stored.encode(article_id, decision)
     record = ArticleRecord(article_id, simhash, chash, event, payload, sketch)
-    old = encode_change_v2(simhash, chash, event, decision, sketch)
-    assert decode_change(key, old) == (domain, record)
-    other = ArticleRecord("new", 1, b"\0" * 16, 5, stored.encode("new", decision), b"")
-    bulk = decode_changes([key, change_key(domain, "new")], [old, encode_change(other)])
-    ((at, columns),) = bulk.values()
-    assert at == [0, 1]
-    assert [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)] == [
-        record,
-        other,
-    ]
+    v2 = encode_change_v2(simhash, chash, event, decision, sketch)
+    v3 = encode_change_v3(simhash, chash, event, payload, sketch)
+    assert decode_change(key, v2) == (domain, record)
+    assert decode_change(key, v3) == (domain, record)
+    other = ArticleRecord(
+        "new", 1, b"\0" * 16, 5, stored.encode("new", decision), b"", bands, shingles
+    )
+    new_key = change_key(domain, "new")
+    for keys, values, want in [
+        ([key, new_key], [v2, encode_change(other)], [record, other]),
+        ([key, new_key], [v3, encode_change(other)], [record, other]),
+        ([new_key, key, key], [encode_change(other), v3, v2], [other, record, record]),
+        ([key, key], [v3, v3], [record, record]),
+    ]:
+        ((at, columns),) = decode_changes(keys, values).values()
+        assert at == list(range(len(keys)))
+        assert records_of(columns) == want
 
 
 change_records = st.builds(
@@ -102,42 +126,75 @@ change_records = st.builds(
     st.integers(-(2**62), 2**62),
     st.binary(max_size=40),
     st.binary(max_size=65),
+    band_bytes,
+    shingle_bytes,
 )
 
 
-@given(
-    changes=st.lists(st.tuples(st.sampled_from(["", "zh", "a\x01"]), change_records), max_size=30)
-)
+@st.composite
+def changes_of_any_version(draw) -> tuple[str, ArticleRecord, bytes]:
+    """(domain, record, value): the record as this version writes it, or the same article's
+    as version 3 or 2 wrote it (which carry no bands or shingles; version 2 another decision)."""
+    domain = draw(st.sampled_from(["", "zh", "a\x01"]))
+    record = draw(change_records)
+    version = draw(st.sampled_from([4, 4, 3, 2]))
+    if version == 4:
+        return domain, record, encode_change(record)
+    if version == 3:
+        r = record
+        return (
+            domain,
+            r,
+            encode_change_v3(r.simhash, r.content_hash, r.event_time_ms, r.payload, r.sketch),
+        )
+    decision = draw(stored_decisions(texts, st.integers(-(2**62), 2**62), max_corrections=2))
+    return (
+        domain,
+        record,
+        encode_change_v2(
+            record.simhash, record.content_hash, record.event_time_ms, decision, record.sketch
+        ),
+    )
+
+
+@given(changes=st.lists(changes_of_any_version(), max_size=30))
 def test_changes_decoded_in_bulk_equal_one_by_one(changes):
-    keys = [change_key(domain, record.article_id) for domain, record in changes]
-    values = [encode_change(record) for _, record in changes]
+    """Of every version, alone or mixed, with and without bands and shingles."""
+    keys = [change_key(domain, record.article_id) for domain, record, _ in changes]
+    values = [value for _, _, value in changes]
     one_by_one: dict[str, tuple[list[int], list[ArticleRecord]]] = {}
     for i, (key, value) in enumerate(zip(keys, values, strict=True)):
         domain, record = decode_change(key, value)
         one_by_one.setdefault(domain, ([], []))[0].append(i)
         one_by_one[domain][1].append(record)
     bulk = {
-        domain: (
-            at,
-            [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)],
-        )
+        domain: (at, records_of(columns))
         for domain, (at, columns) in decode_changes(keys, values).items()
     }
     assert bulk == one_by_one
+    # And what this version wrote reads back whole.
+    for (domain, record, value), key in zip(changes, keys, strict=True):
+        if value[0] == 4:
+            assert decode_change(key, value) == (domain, record)
 
 
 def test_bulk_decoding_refuses_what_decoding_one_refuses():
-    record = ArticleRecord("a", 1, b"\0" * 16, 5)
+    record = ArticleRecord("a", 1, b"\0" * 16, 5, b"p", b"s", b"b" * 64, b"S" * 900)
     good = encode_change(record)
+    v3 = encode_change_v3(1, b"\0" * 16, 5, b"", b"")
     for key, value in [
         (b"no separator", good),
         (change_key("", "a"), good[:20]),
+        (change_key("", "a"), v3[:20]),
+        (change_key("", "a"), b""),
         (change_key("", "a"), b"\x01" + good[1:]),
+        (change_key("", "a"), b"\x05" + good[1:]),
     ]:
         with pytest.raises(WireError):
             decode_change(key, value)
-        with pytest.raises(WireError):
-            decode_changes([change_key("", "b"), key], [good, value])
+        for keys, values in [([change_key("", "b"), key], [good, value]), ([key], [value])]:
+            with pytest.raises(WireError):
+                decode_changes(keys, values)
 
 
 @given(
@@ -214,8 +271,10 @@ def test_internal_records_of_unknown_versions_or_cut_short_are_refused():
 
 def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
     """Articles with near-duplicates at distance 0..4, exact reposts, and updates of earlier ids
-    (same id, other content), in event-time order with some late stragglers."""
+    (same id, other content), in event-time order with some late stragglers; each with its own
+    (random) bands and shingles."""
     rng = random.Random(seed)
+    extra = random.Random(seed + 1)  # apart, so the articles are those of the feed without them
     feed: list[Analyzed] = []
     for i in range(n):
         event = T0 + i * 60_000 - (3_600_000 if i % 17 == 0 else 0)
@@ -227,12 +286,14 @@ def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
             for bit in flips:
                 simhash ^= 1 << bit
             chash = base.content_hash if not flips else rng.randbytes(16)
-            feed.append(Analyzed(f"a{i}", event, simhash, chash))
+            article = Analyzed(f"a{i}", event, simhash, chash)
         elif feed and roll < 0.38:
             old = rng.choice(feed)
-            feed.append(Analyzed(old.id, event, rng.getrandbits(64), rng.randbytes(16)))
+            article = Analyzed(old.id, event, rng.getrandbits(64), rng.randbytes(16))
         else:
-            feed.append(Analyzed(f"a{i}", event, rng.getrandbits(64), rng.randbytes(16)))
+            article = Analyzed(f"a{i}", event, rng.getrandbits(64), rng.randbytes(16))
+        bands, shingles = extra.randbytes(64), extra.randbytes(extra.randint(200, 1500))
+        feed.append(dataclasses.replace(article, bands=bands, shingles=shingles))
     return feed
 
 
@@ -259,13 +320,14 @@ def decide_into(stores: DomainStores, feed: list[Analyzed], batch: int = 50) -> 
     return changes
 
 
-def as_previous_version(key: bytes, value: bytes) -> bytes:
-    """The changelog record the previous version wrote for the same decision."""
-    _, record = decode_change(key, value)
-    decision = stored.decode(record.article_id, record.payload)
-    return encode_change_v2(
-        record.simhash, record.content_hash, record.event_time_ms, decision, record.sketch
-    )
+def as_previous_version(key: bytes, value: bytes, version: int) -> bytes:
+    """The changelog record version 3 or 2 wrote for the same decision (no bands, no
+    shingles)."""
+    _, r = decode_change(key, value)
+    if version == 3:
+        return encode_change_v3(r.simhash, r.content_hash, r.event_time_ms, r.payload, r.sketch)
+    decision = stored.decode(r.article_id, r.payload)
+    return encode_change_v2(r.simhash, r.content_hash, r.event_time_ms, decision, r.sketch)
 
 
 @pytest.mark.kafka
@@ -273,17 +335,40 @@ def as_previous_version(key: bytes, value: bytes) -> bytes:
 def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
     kafka_bootstrap, kafka_admin, tmp_path, before_upgrade
 ):
-    """Also when the first records on the topic were written by the previous version (the
-    decision in fixed fields): a compacted changelog keeps them after an upgrade."""
+    """Also when the first records on the topic were written by the previous versions (the
+    decision in fixed fields, then no bands or shingles): a compacted changelog keeps them
+    after an upgrade."""
     feed = synthetic_feed(3000)
     with DomainStores(INDEX, tmp_path / "writer") as writer:
         changes = decide_into(writer, feed)
+        # Every article's own record carries its bands and shingles to the changelog.
+        carried = {(a.id, a.simhash, a.content_hash): (a.bands, a.shingles) for a in feed}
+        records = [decode_change(k, v)[1] for k, v in changes]
+        carrying = {
+            (r.article_id, r.simhash, r.content_hash)
+            for r in records
+            if (r.bands, r.shingles) == carried.get((r.article_id, r.simhash, r.content_hash))
+        }
+        assert carrying == set(carried)
         old = int(len(changes) * before_upgrade)
-        changes = [(k, as_previous_version(k, v)) for k, v in changes[:old]] + changes[old:]
-        assert sum(v[0] == 2 for _, v in changes) == old
+        changes = [
+            (k, as_previous_version(k, v, 2 if n < old // 2 else 3))
+            for n, (k, v) in enumerate(changes[:old])
+        ] + changes[old:]
+        assert sum(v[0] == 2 for _, v in changes) == old // 2
+        assert sum(v[0] == 3 for _, v in changes) == old - old // 2
         original = writer.store(0, "")
         ids = sorted({a.id for a in feed})
-        want_records = {i: original.get(i) for i in ids}
+        # An article whose latest record is of a previous version has no bands or shingles.
+        latest = {r.article_id: n for n, r in enumerate(records)}
+        want_records = {
+            i: (
+                dataclasses.replace(original.get(i), bands=b"", shingles=b"")
+                if latest[i] < old
+                else original.get(i)
+            )
+            for i in ids
+        }
         probes = [a.simhash ^ (1 << (n % 64)) for n, a in enumerate(feed[::7])]
         want_search = _searches(original, probes)
 
