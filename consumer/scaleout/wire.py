@@ -91,11 +91,8 @@ _CHANGE_HEADS = {
     _VERSION: np.dtype([*_HEAD_FIELDS, ("bands_len", ">u2"), ("shingles_len", ">u4")]),
     _V3: np.dtype(_HEAD_FIELDS),
 }
-# The lengths of the variable fields in a head, in the order the fields follow it.
-_VARIABLE_LENGTHS = {
-    _VERSION: ("payload_len", "sketch_len", "bands_len", "shingles_len"),
-    _V3: ("payload_len", "sketch_len"),
-}
+# The lengths of the variable fields after the payload, in the order the fields follow it.
+_VARIABLE_LENGTHS = {_VERSION: ("sketch_len", "bands_len", "shingles_len"), _V3: ("sketch_len",)}
 # The columns of a record after its id, in `ArticleRecord` (and `RecordColumns`) order.
 _AFTER_ID = tuple(f.name for f in dataclasses.fields(ArticleRecord))[1:]
 _LEGACY_CHANGE = struct.Struct(">BQ16sqBbBHHIH")
@@ -266,8 +263,10 @@ def _after_id(values: Sequence[bytes], heads: np.ndarray, version: int) -> tuple
         heads["content_hash"].tolist(),
         heads["event_time"].tolist(),
     )
-    variable = []
-    end = np.full(n, heads.dtype.itemsize, dtype=np.int64)
+    size = heads.dtype.itemsize
+    # The payload starts right after the head: one slice bound per record fewer to pass.
+    end = size + heads["payload_len"].astype(np.int64)
+    variable = [[v[size:e] for v, e in zip(values, end.tolist(), strict=True)]]
     for name in _VARIABLE_LENGTHS[version]:
         length = heads[name]
         if not length.any():  # none has this field (e.g. records of a build without bands)
