@@ -382,7 +382,12 @@ def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
         "min.cleanable.dirty.ratio": "0.01",
     }
     kafka_admin.create_topics([NewTopic(topic, 2, 1, config=config)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    # Idempotent, as the decide role's producer is: a batch retried after the new topic's first
+    # refusals (no leader yet) would otherwise land after later ones, and the topic would hold an
+    # older record of an article after its newer one.
+    producer = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )
     for key, value in changes:
         producer.produce(topic, value=value, key=key, partition=0)
         producer.poll(0)
