@@ -30,7 +30,8 @@ Version 4 added the bands and shingles (`ArticleRecord.bands`, `.shingles`), so 
 index finds and verifies candidates as the one that wrote it. Version 3 is version 4 without
 the last two lengths and fields; a compacted changelog keeps an article's version-3 record
 until the article is decided again, so those read too, with empty bands and shingles (as the
-index that wrote them had none), and in bulk as fast as version 4.
+index that wrote them had none); a restore reads them in bulk as it reads version 4, not one
+by one.
 
 Version 3 carries the decision as the index keeps it, in the service's own payload. Version 2
 held the decision's fields in fixed places:
