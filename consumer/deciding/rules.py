@@ -143,6 +143,8 @@ def decide(
         content_hash=item.content_hash,
         event_time_ms=result.event_time_ms,
         sketch=item.sketch,
+        bands=item.bands,
+        shingles=item.shingles,
     )
     corrections = _corrections(batch, record, cluster_id, later_originals, source, now_ms)
     if corrections:

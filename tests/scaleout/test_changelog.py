@@ -8,7 +8,6 @@ import dataclasses
 import logging
 import os
 import random
-import struct
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
-from legacy_formats import encode_change_v2
+from legacy_formats import encode_change_v2, encode_change_v3, encode_internal
 from stored_strategies import stored_decisions
 
 from consumer.config import Config, IndexConfig
@@ -42,13 +41,19 @@ from consumer.scaleout.wire import (
 )
 from consumer.stream.pipeline import Message
 from consumer.stream.stage import Runtime
-from indexstore import ArticleRecord
+from indexstore import ArticleRecord, RecordColumns
 
 NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")
 INDEX = IndexConfig(retention="36500d", segment="30d")
 T0 = 1_700_000_000_000
 
 texts = st.text(max_size=40)
+
+
+# Band keys are 4 bytes each and shingles up to about 2 KB (512 Rice-coded values): the
+# lengths past the 8- and 16-bit limits of the other fields are what the layout must carry.
+band_bytes = st.binary(max_size=64)
+shingle_bytes = st.binary(max_size=2100)
 
 
 @given(
@@ -59,10 +64,18 @@ texts = st.text(max_size=40)
     event=st.integers(0, 2**62),
     payload=st.binary(max_size=40),
     sketch=st.binary(max_size=65),
+    bands=band_bytes,
+    shingles=shingle_bytes,
 )
-def test_change_record_round_trips(article_id, domain, simhash, chash, event, payload, sketch):
-    record = ArticleRecord(article_id, simhash, chash, event, payload, sketch)
+def test_change_record_round_trips(
+    article_id, domain, simhash, chash, event, payload, sketch, bands, shingles
+):
+    record = ArticleRecord(article_id, simhash, chash, event, payload, sketch, bands, shingles)
     assert decode_change(change_key(domain, article_id), encode_change(record)) == (domain, record)
+
+
+def records_of(columns: RecordColumns) -> list[ArticleRecord]:
+    return [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)]
 
 
 @given(
@@ -73,26 +86,36 @@ def test_change_record_round_trips(article_id, domain, simhash, chash, event, pa
     event=st.integers(-(2**62), 2**62),
     decision=stored_decisions(texts, st.integers(-(2**62), 2**62), max_corrections=3),
     sketch=st.binary(max_size=65),
+    bands=band_bytes,
+    shingles=shingle_bytes,
 )
-def test_changelog_records_of_the_previous_version_still_read(
-    article_id, domain, simhash, chash, event, decision, sketch
+def test_changelog_records_of_previous_versions_still_read(
+    article_id, domain, simhash, chash, event, decision, sketch, bands, shingles
 ):
-    """A compacted changelog keeps version-2 records (the decision in fixed fields) after an
-    upgrade: they read as the record this version writes of the same decision, one by one
-    and in bulk, also mixed with new ones."""
+    """A compacted changelog keeps version-3 records (no bands, no shingles) and version-2
+    records (the decision in fixed fields) after an upgrade: they read as the record this
+    version writes of the same decision with no bands and no shingles, one by one and in
+    bulk, also mixed with new ones."""
     key = change_key(domain, article_id)
     payload = stored.encode(article_id, decision)
     record = ArticleRecord(article_id, simhash, chash, event, payload, sketch)
-    old = encode_change_v2(simhash, chash, event, decision, sketch)
-    assert decode_change(key, old) == (domain, record)
-    other = ArticleRecord("new", 1, b"\0" * 16, 5, stored.encode("new", decision), b"")
-    bulk = decode_changes([key, change_key(domain, "new")], [old, encode_change(other)])
-    ((at, columns),) = bulk.values()
-    assert at == [0, 1]
-    assert [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)] == [
-        record,
-        other,
-    ]
+    v2 = encode_change_v2(simhash, chash, event, decision, sketch)
+    v3 = encode_change_v3(simhash, chash, event, payload, sketch)
+    assert decode_change(key, v2) == (domain, record)
+    assert decode_change(key, v3) == (domain, record)
+    other = ArticleRecord(
+        "new", 1, b"\0" * 16, 5, stored.encode("new", decision), b"", bands, shingles
+    )
+    new_key = change_key(domain, "new")
+    for keys, values, want in [
+        ([key, new_key], [v2, encode_change(other)], [record, other]),
+        ([key, new_key], [v3, encode_change(other)], [record, other]),
+        ([new_key, key, key], [encode_change(other), v3, v2], [other, record, record]),
+        ([key, key], [v3, v3], [record, record]),
+    ]:
+        ((at, columns),) = decode_changes(keys, values).values()
+        assert at == list(range(len(keys)))
+        assert records_of(columns) == want
 
 
 change_records = st.builds(
@@ -103,42 +126,109 @@ change_records = st.builds(
     st.integers(-(2**62), 2**62),
     st.binary(max_size=40),
     st.binary(max_size=65),
+    band_bytes,
+    shingle_bytes,
 )
 
 
-@given(
-    changes=st.lists(st.tuples(st.sampled_from(["", "zh", "a\x01"]), change_records), max_size=30)
-)
+@st.composite
+def changes_of_any_version(draw) -> tuple[str, ArticleRecord, bytes]:
+    """(domain, record, value): the record as this version writes it, or the same article's
+    as version 3 or 2 wrote it (which carry no bands or shingles; version 2 another decision)."""
+    domain = draw(st.sampled_from(["", "zh", "a\x01"]))
+    record = draw(change_records)
+    version = draw(st.sampled_from([4, 4, 3, 2]))
+    if version == 4:
+        return domain, record, encode_change(record)
+    if version == 3:
+        r = record
+        return (
+            domain,
+            r,
+            encode_change_v3(r.simhash, r.content_hash, r.event_time_ms, r.payload, r.sketch),
+        )
+    decision = draw(stored_decisions(texts, st.integers(-(2**62), 2**62), max_corrections=2))
+    return (
+        domain,
+        record,
+        encode_change_v2(
+            record.simhash, record.content_hash, record.event_time_ms, decision, record.sketch
+        ),
+    )
+
+
+@given(changes=st.lists(changes_of_any_version(), max_size=30))
 def test_changes_decoded_in_bulk_equal_one_by_one(changes):
-    keys = [change_key(domain, record.article_id) for domain, record in changes]
-    values = [encode_change(record) for _, record in changes]
+    """Of every version, alone or mixed, with and without bands and shingles."""
+    keys = [change_key(domain, record.article_id) for domain, record, _ in changes]
+    values = [value for _, _, value in changes]
     one_by_one: dict[str, tuple[list[int], list[ArticleRecord]]] = {}
     for i, (key, value) in enumerate(zip(keys, values, strict=True)):
         domain, record = decode_change(key, value)
         one_by_one.setdefault(domain, ([], []))[0].append(i)
         one_by_one[domain][1].append(record)
     bulk = {
-        domain: (
-            at,
-            [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)],
-        )
+        domain: (at, records_of(columns))
         for domain, (at, columns) in decode_changes(keys, values).items()
     }
     assert bulk == one_by_one
+    # And what this version wrote reads back whole.
+    for (domain, record, value), key in zip(changes, keys, strict=True):
+        if value[0] == 4:
+            assert decode_change(key, value) == (domain, record)
 
 
 def test_bulk_decoding_refuses_what_decoding_one_refuses():
-    record = ArticleRecord("a", 1, b"\0" * 16, 5)
+    record = ArticleRecord("a", 1, b"\0" * 16, 5, b"p", b"s", b"b" * 64, b"S" * 900)
     good = encode_change(record)
+    v3 = encode_change_v3(1, b"\0" * 16, 5, b"", b"")
     for key, value in [
         (b"no separator", good),
         (change_key("", "a"), good[:20]),
+        (change_key("", "a"), v3[:20]),
+        (change_key("", "a"), b""),
         (change_key("", "a"), b"\x01" + good[1:]),
+        (change_key("", "a"), b"\x05" + good[1:]),
     ]:
         with pytest.raises(WireError):
             decode_change(key, value)
-        with pytest.raises(WireError):
-            decode_changes([change_key("", "b"), key], [good, value])
+        for keys, values in [([change_key("", "b"), key], [good, value]), ([key], [value])]:
+            with pytest.raises(WireError):
+                decode_changes(keys, values)
+
+
+@given(
+    article_id=texts.filter(bool),
+    domain=texts,
+    simhash=st.integers(0, 2**64 - 1),
+    event=st.integers(-(2**62), 2**62),
+    topic=texts,
+    partition=st.integers(0, 2**31 - 1),
+    offset=st.integers(0, 2**62),
+    sketch=st.binary(max_size=65),
+    bands=st.binary(max_size=64),
+    shingles=st.binary(max_size=2100),
+    chars=st.integers(0, 2**32 - 1),
+    dated=st.booleans(),
+)
+def test_internal_record_round_trips(
+    article_id,
+    domain,
+    simhash,
+    event,
+    topic,
+    partition,
+    offset,
+    sketch,
+    bands,
+    shingles,
+    chars,
+    dated,
+):
+    item = Analyzed(article_id, event, simhash, b"\x01" * 16, sketch, bands, shingles, chars, dated)
+    source = Source(topic, partition, offset)
+    decoded = decode_fingerprinted(domain.encode(), encode_fingerprinted(item, source))
+    assert (decoded.domain, decoded.item, decoded.source) == (domain, item, source)
 
 
 @given(
@@ -152,31 +242,39 @@ def test_bulk_decoding_refuses_what_decoding_one_refuses():
     sketch=st.binary(max_size=65),
     chars=st.integers(0, 2**32 - 1),
     dated=st.booleans(),
+    version=st.sampled_from([2, 3]),
 )
-def test_internal_record_round_trips(
-    article_id, domain, simhash, event, topic, partition, offset, sketch, chars, dated
+def test_internal_records_of_previous_versions_still_read(
+    article_id, domain, simhash, event, topic, partition, offset, sketch, chars, dated, version
 ):
-    item = Analyzed(article_id, event, simhash, b"\x01" * 16, sketch, chars, dated)
-    source = Source(topic, partition, offset)
-    decoded = decode_fingerprinted(domain.encode(), encode_fingerprinted(item, source))
-    assert (decoded.domain, decoded.item, decoded.source) == (domain, item, source)
+    """An older fingerprint instance during an upgrade: its records read with no bands and no
+    shingles, and those of version 2 (no flags) as dated."""
+    chash = b"\x01" * 16
+    old = encode_internal(
+        version, simhash, event, chash, partition, offset, topic, article_id, chars, sketch, dated
+    )
+    decoded = decode_fingerprinted(domain.encode(), old)
+    want = Analyzed(
+        article_id, event, simhash, chash, sketch, text_chars=chars, dated=dated or version == 2
+    )
+    assert (decoded.domain, decoded.item) == (domain, want)
+    assert decoded.source == Source(topic, partition, offset)
 
 
-def test_an_internal_record_of_the_previous_version_reads_as_dated():
-    item = Analyzed("a1", 1_700_000_000_000, 42, b"\x01" * 16, b"sk", 120, dated=False)
-    current = encode_fingerprinted(item, Source("feed", 2, 9))
-    # Version 2 was version 3 without its trailing flags byte.
-    head = struct.calcsize(">BQq16siqHHIHB")
-    previous = b"\x02" + current[1 : head - 1] + current[head:]
-    decoded = decode_fingerprinted(b"", previous)
-    assert decoded.item == dataclasses.replace(item, dated=True)
-    assert decoded.source == Source("feed", 2, 9)
+def test_internal_records_of_unknown_versions_or_cut_short_are_refused():
+    item = Analyzed("a1", T0, 42, b"\x01" * 16, b"sk", b"b" * 64, b"S" * 700, 120)
+    good = encode_fingerprinted(item, Source("feed", 2, 9))
+    for bad in [b"", good[:30], b"\x01" + good[1:], b"\x05" + good[1:]]:
+        with pytest.raises(WireError):
+            decode_fingerprinted(b"", bad)
 
 
 def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
     """Articles with near-duplicates at distance 0..4, exact reposts, and updates of earlier ids
-    (same id, other content), in event-time order with some late stragglers."""
+    (same id, other content), in event-time order with some late stragglers; each with its own
+    (random) bands and shingles."""
     rng = random.Random(seed)
+    extra = random.Random(seed + 1)  # apart, so the articles are those of the feed without them
     feed: list[Analyzed] = []
     for i in range(n):
         event = T0 + i * 60_000 - (3_600_000 if i % 17 == 0 else 0)
@@ -188,12 +286,14 @@ def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
             for bit in flips:
                 simhash ^= 1 << bit
             chash = base.content_hash if not flips else rng.randbytes(16)
-            feed.append(Analyzed(f"a{i}", event, simhash, chash))
+            article = Analyzed(f"a{i}", event, simhash, chash)
         elif feed and roll < 0.38:
             old = rng.choice(feed)
-            feed.append(Analyzed(old.id, event, rng.getrandbits(64), rng.randbytes(16)))
+            article = Analyzed(old.id, event, rng.getrandbits(64), rng.randbytes(16))
         else:
-            feed.append(Analyzed(f"a{i}", event, rng.getrandbits(64), rng.randbytes(16)))
+            article = Analyzed(f"a{i}", event, rng.getrandbits(64), rng.randbytes(16))
+        bands, shingles = extra.randbytes(64), extra.randbytes(extra.randint(200, 1500))
+        feed.append(dataclasses.replace(article, bands=bands, shingles=shingles))
     return feed
 
 
@@ -220,13 +320,14 @@ def decide_into(stores: DomainStores, feed: list[Analyzed], batch: int = 50) -> 
     return changes
 
 
-def as_previous_version(key: bytes, value: bytes) -> bytes:
-    """The changelog record the previous version wrote for the same decision."""
-    _, record = decode_change(key, value)
-    decision = stored.decode(record.article_id, record.payload)
-    return encode_change_v2(
-        record.simhash, record.content_hash, record.event_time_ms, decision, record.sketch
-    )
+def as_previous_version(key: bytes, value: bytes, version: int) -> bytes:
+    """The changelog record version 3 or 2 wrote for the same decision (no bands, no
+    shingles)."""
+    _, r = decode_change(key, value)
+    if version == 3:
+        return encode_change_v3(r.simhash, r.content_hash, r.event_time_ms, r.payload, r.sketch)
+    decision = stored.decode(r.article_id, r.payload)
+    return encode_change_v2(r.simhash, r.content_hash, r.event_time_ms, decision, r.sketch)
 
 
 @pytest.mark.kafka
@@ -234,17 +335,40 @@ def as_previous_version(key: bytes, value: bytes) -> bytes:
 def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
     kafka_bootstrap, kafka_admin, tmp_path, before_upgrade
 ):
-    """Also when the first records on the topic were written by the previous version (the
-    decision in fixed fields): a compacted changelog keeps them after an upgrade."""
+    """Also when the first records on the topic were written by the previous versions (the
+    decision in fixed fields, then no bands or shingles): a compacted changelog keeps them
+    after an upgrade."""
     feed = synthetic_feed(3000)
     with DomainStores(INDEX, tmp_path / "writer") as writer:
         changes = decide_into(writer, feed)
+        # Every article's own record carries its bands and shingles to the changelog.
+        carried = {(a.id, a.simhash, a.content_hash): (a.bands, a.shingles) for a in feed}
+        records = [decode_change(k, v)[1] for k, v in changes]
+        carrying = {
+            (r.article_id, r.simhash, r.content_hash)
+            for r in records
+            if (r.bands, r.shingles) == carried.get((r.article_id, r.simhash, r.content_hash))
+        }
+        assert carrying == set(carried)
         old = int(len(changes) * before_upgrade)
-        changes = [(k, as_previous_version(k, v)) for k, v in changes[:old]] + changes[old:]
-        assert sum(v[0] == 2 for _, v in changes) == old
+        changes = [
+            (k, as_previous_version(k, v, 2 if n < old // 2 else 3))
+            for n, (k, v) in enumerate(changes[:old])
+        ] + changes[old:]
+        assert sum(v[0] == 2 for _, v in changes) == old // 2
+        assert sum(v[0] == 3 for _, v in changes) == old - old // 2
         original = writer.store(0, "")
         ids = sorted({a.id for a in feed})
-        want_records = {i: original.get(i) for i in ids}
+        # An article whose latest record is of a previous version has no bands or shingles.
+        latest = {r.article_id: n for n, r in enumerate(records)}
+        want_records = {
+            i: (
+                dataclasses.replace(original.get(i), bands=b"", shingles=b"")
+                if latest[i] < old
+                else original.get(i)
+            )
+            for i in ids
+        }
         probes = [a.simhash ^ (1 << (n % 64)) for n, a in enumerate(feed[::7])]
         want_search = _searches(original, probes)
 
@@ -258,7 +382,12 @@ def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
         "min.cleanable.dirty.ratio": "0.01",
     }
     kafka_admin.create_topics([NewTopic(topic, 2, 1, config=config)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    # Idempotent, as the decide role's producer is: a batch retried after the new topic's first
+    # refusals (no leader yet) would otherwise land after later ones, and the topic would hold an
+    # older record of an article after its newer one.
+    producer = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )
     for key, value in changes:
         producer.produce(topic, value=value, key=key, partition=0)
         producer.poll(0)
