@@ -30,6 +30,9 @@ from consumer.fingerprint.fingerprinter import (
     hamming,
 )
 from consumer.fingerprint.idf import DocumentFrequencies, bundled_idf_path, load_idf
+from consumer.fingerprint.normalize import Normalizer
+from consumer.fingerprint.shingles import band_keys, decode_shingles
+from consumer.fingerprint.sketch import bin_minima, shingle_hashes
 from consumer.fingerprint.terms import hash_terms
 from consumer.stream.parsing import InvalidReason
 from consumer.stream.workers import _Worker, fingerprint_options
@@ -70,6 +73,24 @@ def test_fingerprint_fields_and_hex(fingerprinter: Fingerprinter) -> None:
     assert fp.simhash_hex == f"{fp.simhash:016x}" and len(fp.simhash_hex) == 16
     assert fp.content_hash_hex == fp.content_hash.hex() and len(fp.content_hash_hex) == 32
     assert fp.terms == ()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_bands_and_shingles_are_of_the_sketchs_shingling(native: bool) -> None:
+    fingerprinter = Fingerprinter(native=native)
+    title, content = "香港新聞", "立法會今日三讀通過法案，政府發言人表示歡迎。"
+    fp = fingerprinter.fingerprint(title, content)
+    normalized = "\n".join(Normalizer().many([title, content]))
+    kind, hashes = shingle_hashes(normalized)
+    assert fp.sketch[:1] == kind == b"C"
+    assert fp.bands == band_keys(bin_minima(hashes)) and len(fp.bands) == 64
+    decoded_kind, values = decode_shingles(fp.shingles)
+    assert decoded_kind == kind
+    assert values.tolist() == sorted({int(h) >> 32 for h in hashes})
+    english = fingerprinter.fingerprint("Oil prices", "Crude oil rose on Monday as supply fell.")
+    assert decode_shingles(english.shingles)[0] == english.sketch[:1] == b"W"
+    # The explained path computes them too.
+    assert fingerprinter.fingerprint(title, content, explain=True).shingles == fp.shingles
 
 
 def test_options_are_picklable_and_frozen() -> None:

@@ -1,0 +1,302 @@
+//! `consumer.fingerprint.shingles`, bit for bit: the 16 LSH band keys of the sketch's minima,
+//! the Rice-coded record of the 512 smallest distinct top-32-bit shingle hashes, and the
+//! Jaccard similarity of two such records (decoded and merged without allocating).
+
+use crate::murmur3::fmix64;
+
+pub const BANDS: usize = 16;
+const BAND_ROWS: usize = 3;
+pub const BAND_BYTES: usize = 4 * BANDS;
+pub const BOTTOM: usize = 512;
+const FORMAT: u8 = b'S';
+const MAX_RICE: u32 = 31;
+const BAND_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The band keys of the sketch's 128 minima, as little-endian u32 (`shingles.band_keys`).
+pub fn band_keys(minima: &[u64]) -> [u8; BAND_BYTES] {
+    let mut out = [0u8; BAND_BYTES];
+    for (band, rows) in minima[..BANDS * BAND_ROWS]
+        .chunks_exact(BAND_ROWS)
+        .enumerate()
+    {
+        let h = rows
+            .iter()
+            .fold(0u64, |h, &m| h.wrapping_mul(BAND_MULTIPLIER) ^ m);
+        let key = (fmix64(h.wrapping_add(band as u64)) >> 32) as u32;
+        out[4 * band..4 * band + 4].copy_from_slice(&key.to_le_bytes());
+    }
+    out
+}
+
+/// Sorts `tops` (top 32 bits of shingle hashes) and keeps its `BOTTOM` smallest distinct values.
+pub fn bottom_values(tops: &mut Vec<u32>) {
+    tops.sort_unstable();
+    tops.dedup();
+    tops.truncate(BOTTOM);
+}
+
+/// The shingles record of sorted distinct `values` (at most `BOTTOM`) of a text shingled `kind`.
+pub fn encode(kind: u8, values: &[u32]) -> Vec<u8> {
+    debug_assert!(values.len() <= BOTTOM);
+    let n = values.len();
+    let mut out = Vec::with_capacity(8 + n * 3);
+    out.extend_from_slice(&[FORMAT, kind]);
+    let mut count = n;
+    loop {
+        let byte = (count & 0x7F) as u8;
+        count >>= 7;
+        out.push(byte | if count > 0 { 0x80 } else { 0 });
+        if count == 0 {
+            break;
+        }
+    }
+    if n == 0 {
+        return out;
+    }
+    let gaps = || {
+        values.iter().scan(0u32, |previous, &v| {
+            let gap = v - *previous;
+            *previous = v;
+            Some(u64::from(gap))
+        })
+    };
+    // The parameter with the fewest bits, the smallest of equals: `min` over 0..=31.
+    let mut best = (u64::MAX, 0u32);
+    for r in 0..=MAX_RICE {
+        let bits = gaps().map(|g| g >> r).sum::<u64>() + n as u64 * (1 + u64::from(r));
+        if bits < best.0 {
+            best = (bits, r);
+        }
+    }
+    let r = best.1;
+    out.push(r as u8);
+    let mut writer = BitWriter::new(out);
+    let low_mask = (1u64 << r) - 1;
+    for g in gaps() {
+        let mut quotient = g >> r;
+        while quotient >= 32 {
+            writer.put(u64::from(u32::MAX), 32);
+            quotient -= 32;
+        }
+        // The quotient's one-bits and the closing zero-bit.
+        writer.put(((1u64 << quotient) - 1) << 1, quotient as u32 + 1);
+        writer.put(g & low_mask, r);
+    }
+    writer.finish()
+}
+
+struct BitWriter {
+    out: Vec<u8>,
+    /// Pending bits, the latest in the low `pending` bits.
+    acc: u64,
+    pending: u32,
+}
+
+impl BitWriter {
+    fn new(out: Vec<u8>) -> BitWriter {
+        BitWriter {
+            out,
+            acc: 0,
+            pending: 0,
+        }
+    }
+
+    /// Appends the low `count` (<= 33) bits of `bits`, most significant first.
+    fn put(&mut self, bits: u64, count: u32) {
+        if count == 0 {
+            return;
+        }
+        // Fewer than 8 bits pending, so nothing still pending is shifted out.
+        self.acc = self.acc << count | bits;
+        self.pending += count;
+        while self.pending >= 8 {
+            self.pending -= 8;
+            self.out.push((self.acc >> self.pending) as u8);
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.pending > 0 {
+            self.out.push((self.acc << (8 - self.pending)) as u8);
+        }
+        self.out
+    }
+}
+
+/// Why a byte string is not a shingles record (`shingles.decode_shingles` raises ValueError).
+pub type Malformed = &'static str;
+
+/// The values of a decoded record, on the stack.
+pub struct Decoded {
+    pub kind: u8,
+    pub len: usize,
+    pub values: [u32; BOTTOM],
+}
+
+impl Decoded {
+    pub fn values(&self) -> &[u32] {
+        &self.values[..self.len]
+    }
+}
+
+/// Decodes a shingles record, refusing exactly what `shingles.decode_shingles` refuses.
+pub fn decode(data: &[u8]) -> Result<Decoded, Malformed> {
+    if data.len() < 3 || data[0] != FORMAT || !matches!(data[1], b'C' | b'W') {
+        return Err("not a shingles record");
+    }
+    let (n, at) = match data[2] {
+        byte if byte & 0x80 == 0 => (usize::from(byte), 3),
+        byte => match data.get(3) {
+            Some(0) => return Err("shingles count not in its shortest form"),
+            Some(&high) if high & 0x80 == 0 => {
+                (usize::from(byte & 0x7F) | usize::from(high) << 7, 4)
+            }
+            _ => return Err("shingles count truncated or too long"),
+        },
+    };
+    if n > BOTTOM {
+        return Err("shingles record of too many values");
+    }
+    let mut decoded = Decoded {
+        kind: data[1],
+        len: n,
+        values: [0; BOTTOM],
+    };
+    if n == 0 {
+        return if at == data.len() {
+            Ok(decoded)
+        } else {
+            Err("bytes after an empty shingles record")
+        };
+    }
+    let r = match data.get(at) {
+        Some(&r) if u32::from(r) <= MAX_RICE => u32::from(r),
+        _ => return Err("missing or invalid Rice parameter"),
+    };
+    let mut reader = BitReader::new(&data[at + 1..]);
+    let mut value = 0u64;
+    for i in 0..n {
+        let quotient = reader
+            .unary()
+            .ok_or("shingles record ends inside a value")?;
+        let low = reader
+            .bits(r)
+            .ok_or("shingles record ends inside a value")?;
+        if quotient > u64::from(u32::MAX) {
+            return Err("shingles record value beyond 32 bits");
+        }
+        let gap = quotient << r | low;
+        if i > 0 && gap == 0 {
+            return Err("shingles record values are not increasing");
+        }
+        value += gap;
+        if value > u64::from(u32::MAX) {
+            return Err("shingles record value beyond 32 bits");
+        }
+        decoded.values[i] = value as u32;
+    }
+    if !reader.at_padding_end() {
+        return Err("shingles record has extra bytes or padding bits set");
+    }
+    Ok(decoded)
+}
+
+struct BitReader<'a> {
+    data: &'a [u8],
+    next: usize,
+    /// The next `available` bits, most significant first; the bits below them are zero.
+    buffer: u64,
+    available: u32,
+}
+
+impl<'a> BitReader<'a> {
+    fn new(data: &'a [u8]) -> BitReader<'a> {
+        BitReader {
+            data,
+            next: 0,
+            buffer: 0,
+            available: 0,
+        }
+    }
+
+    fn refill(&mut self) {
+        while self.available <= 56 && self.next < self.data.len() {
+            self.buffer |= u64::from(self.data[self.next]) << (56 - self.available);
+            self.next += 1;
+            self.available += 8;
+        }
+    }
+
+    fn consume(&mut self, count: u32) {
+        self.buffer = self.buffer.checked_shl(count).unwrap_or(0);
+        self.available -= count;
+    }
+
+    /// The number of one-bits before the next zero-bit, which is consumed too.
+    fn unary(&mut self) -> Option<u64> {
+        let mut ones = 0u64;
+        loop {
+            self.refill();
+            if self.available == 0 {
+                return None;
+            }
+            let run = self.buffer.leading_ones().min(self.available);
+            ones += u64::from(run);
+            if run < self.available {
+                self.consume(run + 1);
+                return Some(ones);
+            }
+            self.consume(run);
+        }
+    }
+
+    /// The next `count` (<= 31) bits as a number, most significant first.
+    fn bits(&mut self, count: u32) -> Option<u64> {
+        if count == 0 {
+            return Some(0);
+        }
+        self.refill();
+        if self.available < count {
+            return None;
+        }
+        let bits = self.buffer >> (64 - count);
+        self.consume(count);
+        Some(bits)
+    }
+
+    /// Whether only the last byte's zero padding is left.
+    fn at_padding_end(&self) -> bool {
+        self.next == self.data.len() && self.available < 8 && self.buffer == 0
+    }
+}
+
+/// `shingles.bottom_jaccard`: None when either record is empty or malformed, or their
+/// shinglings differ; else, of the 512 smallest values of their union, the share in both.
+pub fn bottom_jaccard(a: &[u8], b: &[u8]) -> Option<f64> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let (a, b) = (decode(a).ok()?, decode(b).ok()?);
+    if a.kind != b.kind {
+        return None;
+    }
+    let (a, b) = (a.values(), b.values());
+    if a.is_empty() && b.is_empty() {
+        return Some(1.0);
+    }
+    // Walk the union in order: every value of both sets up to its 512th value is met.
+    let (mut i, mut j, mut union, mut both) = (0, 0, 0usize, 0usize);
+    while union < BOTTOM && (i < a.len() || j < b.len()) {
+        if j == b.len() || (i < a.len() && a[i] < b[j]) {
+            i += 1;
+        } else if i == a.len() || b[j] < a[i] {
+            j += 1;
+        } else {
+            both += 1;
+            i += 1;
+            j += 1;
+        }
+        union += 1;
+    }
+    Some(both as f64 / union as f64)
+}
