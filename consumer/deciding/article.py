@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,6 +14,11 @@ class Analyzed:
     simhash: int
     content_hash: bytes
     sketch: bytes = b""
+    # LSH band keys and the bottom-512 shingles record (consumer/fingerprint/shingles.py), b""
+    # for none. Keyword-only, so the positional text_chars and dated after them keep their
+    # places in every caller.
+    bands: bytes = field(default=b"", kw_only=True)
+    shingles: bytes = field(default=b"", kw_only=True)
     text_chars: int = 0
     dated: bool = True
     """False when the article had no published_at: its event time is then set by its place in

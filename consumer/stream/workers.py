@@ -27,7 +27,15 @@ log = logging.getLogger(__name__)
 
 def _analyzed(article_id: str, event_time_ms: int, fp: Fingerprint, dated: bool) -> Analyzed:
     return Analyzed(
-        article_id, event_time_ms, fp.simhash, fp.content_hash, fp.sketch, fp.text_chars, dated
+        article_id,
+        event_time_ms,
+        fp.simhash,
+        fp.content_hash,
+        fp.sketch,
+        bands=fp.bands,
+        shingles=fp.shingles,
+        text_chars=fp.text_chars,
+        dated=dated,
     )
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from consumer.config import FingerprintConfig, InputConfig
 from consumer.corpus import shared_data_dir
+from consumer.deciding.article import Analyzed
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.fingerprint.fingerprinter import (
     EmptyTextError,
@@ -274,6 +275,15 @@ def test_worker_fingerprints_a_batch_as_message_by_message(hkcnews: list[dict]) 
     works = [(m, 1_700_000_000_000 + i) for i, m in enumerate(messages)]
     results = worker.analyze_many(works)
     assert results == [worker.analyze(w) for w in works]
+    analyzed = [r for r in results if isinstance(r, Analyzed)]
+    fingerprints = Fingerprinter().fingerprint_many(
+        [(a["title"], a["content"]) for a in hkcnews[:40]]
+    )
+    assert [(r.sketch, r.bands, r.shingles) for r in analyzed] == [
+        (fp.sketch, fp.bands, fp.shingles)
+        for fp in fingerprints  # type: ignore[union-attr]
+    ]
+    assert all(len(r.bands) == 64 and r.shingles for r in analyzed)
     assert [r.reason for r in results[3:6]] == [  # type: ignore[union-attr]
         InvalidReason.NOT_JSON,
         InvalidReason.EMPTY_TEXT,
