@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer._fastfp import Kernel, bottom_jaccard, decode_shingles
+from consumer._fastfp import Kernel, bottom_jaccard, decode_shingles, encode_shingles
 from consumer.corpus import shared_data_dir
 from consumer.errors import NewsdedupError
 from consumer.fingerprint import shingles
@@ -257,6 +257,25 @@ def test_native_bottom_jaccard_equals_python(
     assert bottom_jaccard(a, b) == shingles.bottom_jaccard_reference(a, b)
     assert bottom_jaccard(b, a) == shingles.bottom_jaccard_reference(b, a)
     assert shingles.bottom_jaccard(a, b) == bottom_jaccard(a, b)  # the module uses the kernel
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    values=st.one_of(
+        st.lists(_U32, max_size=1500),
+        # Clustered values: small gaps and long runs, where the Rice parameter is 0 or 1.
+        st.lists(st.integers(0, 3000), max_size=1500),
+        # Few values far apart: large parameters and long quotients.
+        st.lists(st.sampled_from([0, 1, 2**31, 2**32 - 1, 2**20, 3 << 29]), max_size=6),
+    ),
+    kind=st.sampled_from([b"C", b"W"]),
+    repeats=st.integers(1, 3),
+)
+def test_native_shingles_record_equals_python(values: list[int], kind: bytes, repeats: int) -> None:
+    # Repeated values: texts with repeated shingles, which the native selection sorts apart.
+    hashes = np.array(values * repeats, dtype=np.uint64) << np.uint64(32)
+    hashes |= np.arange(len(hashes), dtype=np.uint64)
+    assert encode_shingles(kind, hashes.tolist()) == shingles.encode_shingles(kind, hashes)
 
 
 def _decoded(decode, data: bytes) -> tuple[bytes, list[int]] | str:

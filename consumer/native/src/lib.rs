@@ -391,6 +391,21 @@ fn bottom_jaccard(a: &[u8], b: &[u8]) -> Option<f64> {
     shingles::bottom_jaccard(a, b)
 }
 
+/// `consumer.fingerprint.shingles.encode_shingles` (for tests against it).
+#[pyfunction]
+fn encode_shingles<'py>(
+    py: Python<'py>,
+    kind: &[u8],
+    hashes: Vec<u64>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if !matches!(kind, b"C" | b"W") {
+        return Err(PyValueError::new_err("unknown shingling kind"));
+    }
+    let mut tops = hashes.into_iter().map(|h| (h >> 32) as u32).collect();
+    shingles::bottom_values(&mut tops);
+    Ok(PyBytes::new(py, &shingles::encode(kind[0], &tops)))
+}
+
 /// `consumer.fingerprint.shingles.decode_shingles`, with the values as a list (for tests
 /// against it): ValueError for what is not a shingles record.
 #[pyfunction]
@@ -403,5 +418,6 @@ fn decode_shingles<'py>(py: Python<'py>, data: &[u8]) -> PyResult<(Bound<'py, Py
 fn _fastfp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(bottom_jaccard, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_shingles, m)?)?;
     m.add_function(wrap_pyfunction!(decode_shingles, m)?)
 }
