@@ -113,7 +113,8 @@ class Fingerprinter:
     alternate), and the NumPy steps run once per batch.
 
     With the fast engine, everything after normalization (terms, weights, top N, vote, content
-    hash, sketch) runs in the native kernel (`consumer/native/`) unless `native=False`;
+    hash, sketch, band keys, shingles record) runs in the native kernel (`consumer/native/`)
+    unless `native=False`;
     the Python code below is the reference it must equal, and it still serves `explain`, whose
     term lists the kernel does not return.
     """

@@ -76,7 +76,11 @@ def of_text(normalized: str) -> tuple[bytes, bytes]:
 
 def bottom_values(hashes: np.ndarray) -> np.ndarray:
     """The `BOTTOM` smallest distinct top-32-bit values of 64-bit shingle hashes, sorted."""
-    return np.unique((hashes >> _U64(32)).astype(np.uint32))[:BOTTOM]
+    # Sorted, then deduplicated: a quarter of np.unique's time on an article's hashes.
+    tops = np.sort((hashes >> _U64(32)).astype(np.uint32))
+    first = np.ones(len(tops), dtype=bool)
+    first[1:] = tops[1:] != tops[:-1]
+    return tops[first][:BOTTOM]
 
 
 def encode_shingles(kind: bytes, hashes_u64: np.ndarray) -> bytes:
@@ -88,17 +92,23 @@ def encode_shingles(kind: bytes, hashes_u64: np.ndarray) -> bytes:
     if len(values) == 0:
         return head
     gaps = np.diff(values.astype(np.int64), prepend=0)
-    r = min(range(_MAX_RICE + 1), key=lambda k: int((gaps >> k).sum()) + len(gaps) * (1 + k))
+    # Bits of the code for every parameter at once; argmin takes the first, smallest, of equals.
+    parameters = np.arange(_MAX_RICE + 1)
+    bits_per_parameter = (gaps[:, None] >> parameters).sum(axis=0) + len(gaps) * (1 + parameters)
+    r = int(np.argmin(bits_per_parameter))
     quotients = gaps >> r
     # Each gap's code: its quotient in one-bits, a zero-bit, its low r bits.
     lengths = quotients + 1 + r
     starts = np.cumsum(lengths) - lengths
-    owner = np.repeat(np.arange(len(gaps)), lengths)
-    offset = np.arange(int(lengths.sum())) - starts[owner]
-    q = quotients[owner]
-    low_bit = np.maximum(r - 1 - (offset - q - 1), 0)  # which bit of the low r, per position
-    bits = np.where(offset < q, 1, np.where(offset == q, 0, (gaps[owner] >> low_bit) & 1))
-    return head + bytes([r]) + np.packbits(bits.astype(np.uint8)).tobytes()
+    bits = np.zeros(int(bits_per_parameter[r]), dtype=np.uint8)
+    ones = int(quotients.sum())
+    if ones:
+        first_one = np.cumsum(quotients) - quotients  # of each gap, among all one-bits
+        bits[np.repeat(starts - first_one, quotients) + np.arange(ones)] = 1
+    if r:
+        low_bits = (gaps[:, None] >> np.arange(r - 1, -1, -1)) & 1  # most significant first
+        bits[(starts + quotients + 1)[:, None] + np.arange(r)] = low_bits
+    return head + bytes([r]) + np.packbits(bits).tobytes()
 
 
 def _leb128(n: int) -> bytes:
