@@ -330,3 +330,17 @@ def test_native_decoder_reads_every_record() -> None:
         record = _record(b"W", values)
         assert decode_shingles(record) == (b"W", sorted(values)[: shingles.BOTTOM])
         assert bottom_jaccard(record, record) == 1.0
+
+
+def test_native_shingles_of_repetitive_and_long_texts_equal_python() -> None:
+    # Over 1,024 shingles: the kernel keeps only values below the threshold where 640 of them
+    # are expected, and collects again when repetition leaves fewer than 512 distinct ones.
+    rng = random.Random(3)
+    texts = [
+        "香港立法会今日通过了新的法案。" * 200,  # a few distinct shingles, many times
+        "".join(chr(0x4E00 + rng.randrange(2000)) for _ in range(1100)) * 2,  # 1,100 twice
+        "".join(chr(0x4E00 + rng.randrange(20000)) for _ in range(20000)),
+        " ".join(f"word{rng.randrange(5000)}" for _ in range(3000)),
+    ]
+    for text in texts:
+        assert load_kernel(None).bands_and_shingles(text) == shingles.of_text(text)

@@ -401,9 +401,8 @@ fn encode_shingles<'py>(
     if !matches!(kind, b"C" | b"W") {
         return Err(PyValueError::new_err("unknown shingling kind"));
     }
-    let mut tops = hashes.into_iter().map(|h| (h >> 32) as u32).collect();
-    shingles::bottom_values(&mut tops);
-    Ok(PyBytes::new(py, &shingles::encode(kind[0], &tops)))
+    let values = shingles::bottom_values(&hashes);
+    Ok(PyBytes::new(py, &shingles::encode(kind[0], &values)))
 }
 
 /// `consumer.fingerprint.shingles.decode_shingles`, with the values as a list (for tests

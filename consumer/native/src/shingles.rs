@@ -28,29 +28,68 @@ pub fn band_keys(minima: &[u64]) -> [u8; BAND_BYTES] {
     out
 }
 
-/// Sorts `tops` (top 32 bits of shingle hashes) and keeps its `BOTTOM` smallest distinct values.
-pub fn bottom_values(tops: &mut Vec<u32>) {
-    // Hashes are uniform: of n values, about BOTTOM * 5/4 lie below BOTTOM * 5/4 * 2**32 / n.
-    // When at least BOTTOM distinct ones do, they hold the BOTTOM smallest, and only they are
-    // sorted; else (many repeated shingles) all are.
-    if tops.len() > 2 * BOTTOM {
-        let threshold = ((BOTTOM as u64 * 5 / 4) << 32) / tops.len() as u64;
-        let mut below: Vec<u32> = tops
-            .iter()
-            .copied()
-            .filter(|&v| u64::from(v) < threshold)
-            .collect();
-        sort_uniform(&mut below, threshold);
-        below.dedup();
-        if below.len() >= BOTTOM {
-            below.truncate(BOTTOM);
-            *tops = below;
-            return;
+/// Collects the `BOTTOM` smallest distinct top-32-bit values of a text's shingle hashes
+/// (`shingles.bottom_values`) as they are computed.
+pub struct BottomValues {
+    /// Only values below it are kept.
+    threshold: u64,
+    values: Vec<u32>,
+}
+
+impl BottomValues {
+    /// For a text of `shingles` shingles. Hashes are uniform: of n values, about BOTTOM * 5/4
+    /// lie below BOTTOM * 5/4 * 2**32 / n, and when at least BOTTOM distinct ones do, they
+    /// hold the BOTTOM smallest; only they are kept and sorted.
+    pub fn new(shingles: usize) -> BottomValues {
+        if shingles <= 2 * BOTTOM {
+            return BottomValues::all();
+        }
+        let expected = BOTTOM * 5 / 4;
+        BottomValues {
+            threshold: ((expected as u64) << 32) / shingles as u64,
+            values: Vec::with_capacity(expected * 3 / 2),
         }
     }
-    tops.sort_unstable();
-    tops.dedup();
-    tops.truncate(BOTTOM);
+
+    /// Keeps every value.
+    pub fn all() -> BottomValues {
+        BottomValues {
+            threshold: u64::MAX,
+            values: Vec::new(),
+        }
+    }
+
+    pub fn add(&mut self, hash: u64) {
+        if hash >> 32 < self.threshold {
+            self.values.push((hash >> 32) as u32);
+        }
+    }
+
+    /// The values, sorted; None when fewer than `BOTTOM` distinct ones fell below the
+    /// threshold (a text of many repeated shingles): they may not be the smallest, and the
+    /// text must be collected again with `all`.
+    pub fn finish(mut self) -> Option<Vec<u32>> {
+        sort_uniform(&mut self.values, self.threshold.min(1 << 32));
+        self.values.dedup();
+        if self.values.len() < BOTTOM && self.threshold != u64::MAX {
+            return None;
+        }
+        self.values.truncate(BOTTOM);
+        Some(self.values)
+    }
+}
+
+/// The values of `encode_shingles` (for tests against it): all of `hashes`, through the same
+/// threshold and fallback as a text's.
+pub fn bottom_values(hashes: &[u64]) -> Vec<u32> {
+    let mut bottom = BottomValues::new(hashes.len());
+    hashes.iter().for_each(|&h| bottom.add(h));
+    bottom.finish().unwrap_or_else(|| {
+        let mut all = BottomValues::all();
+        hashes.iter().for_each(|&h| all.add(h));
+        all.finish()
+            .expect("without a threshold every value is kept")
+    })
 }
 
 /// Sorts values spread evenly over [0, bound): placed by a counting sort on their top bits,
@@ -58,6 +97,10 @@ pub fn bottom_values(tops: &mut Vec<u32>) {
 /// its bucket's few others: linear time where a comparison sort is not.
 fn sort_uniform(values: &mut Vec<u32>, bound: u64) {
     const BUCKET_BITS: u32 = 10;
+    if values.len() < 64 {
+        values.sort_unstable(); // cheaper than walking the buckets
+        return;
+    }
     let shift = (64 - bound.saturating_sub(1).leading_zeros()).saturating_sub(BUCKET_BITS);
     let mut starts = [0u32; (1 << BUCKET_BITS) + 1];
     for &v in values.iter() {
@@ -90,14 +133,15 @@ fn sort_uniform(values: &mut Vec<u32>, bound: u64) {
     *values = placed;
 }
 
-/// The Rice parameter of these gaps with the fewest bits, the smallest of equals (`min` over
-/// 0..=31 in `shingles.encode_shingles`). Bits(r + 1) - bits(r) = n - sum(ceil((g >> r) / 2))
-/// never decreases with r, so the first r where it is >= 0 is that minimum: found from the
-/// mean gap's magnitude in two or three passes instead of 32.
-fn rice_parameter(gaps: impl Iterator<Item = u64> + Clone, n: u64) -> u32 {
+/// The Rice parameter of these gaps with the fewest bits, the smallest of equals (`argmin`
+/// over 0..=31 in `shingles.encode_shingles`). Bits(r + 1) - bits(r) = n - sum(ceil((g >> r)
+/// / 2)) never decreases with r, so the first r where it is >= 0 is that minimum: found from
+/// the mean gap's magnitude in two or three passes instead of 32.
+fn rice_parameter(gaps: &[u64]) -> u32 {
+    let n = gaps.len() as u64;
     // Whether bits(r + 1) >= bits(r).
-    let rising = |r: u32| gaps.clone().map(|g| ((g >> r) + 1) >> 1).sum::<u64>() <= n;
-    let mean = gaps.clone().sum::<u64>() / n;
+    let rising = |r: u32| gaps.iter().map(|g| ((g >> r) + 1) >> 1).sum::<u64>() <= n;
+    let mean = gaps.iter().sum::<u64>() / n;
     let mut r = (63 - mean.max(1).leading_zeros()).min(MAX_RICE);
     if rising(r) {
         while r > 0 && rising(r - 1) {
@@ -115,7 +159,7 @@ fn rice_parameter(gaps: impl Iterator<Item = u64> + Clone, n: u64) -> u32 {
 pub fn encode(kind: u8, values: &[u32]) -> Vec<u8> {
     debug_assert!(values.len() <= BOTTOM);
     let n = values.len();
-    let mut out = Vec::with_capacity(8 + n * 3);
+    let mut out = Vec::with_capacity(16 + n * 4);
     out.extend_from_slice(&[FORMAT, kind]);
     let mut count = n;
     loop {
@@ -129,23 +173,23 @@ pub fn encode(kind: u8, values: &[u32]) -> Vec<u8> {
     if n == 0 {
         return out;
     }
-    let gaps = || {
-        values.iter().scan(0u32, |previous, &v| {
-            let gap = v - *previous;
-            *previous = v;
-            Some(u64::from(gap))
-        })
-    };
-    let r = rice_parameter(gaps(), n as u64);
+    let mut gaps = [0u64; BOTTOM];
+    let mut previous = 0;
+    for (gap, &v) in gaps.iter_mut().zip(values) {
+        *gap = u64::from(v - previous);
+        previous = v;
+    }
+    let gaps = &gaps[..n];
+    let r = rice_parameter(gaps);
     out.push(r as u8);
     let mut writer = BitWriter::new(out);
     let low_mask = (1u64 << r) - 1;
-    for g in gaps() {
+    for &g in gaps {
         let mut quotient = g >> r;
-        // Long runs of one-bits first, so that no `put` takes more than 24 + 1 + 31 bits.
-        while quotient > 24 {
-            writer.put((1 << 24) - 1, 24);
-            quotient -= 24;
+        // Long runs of one-bits first, so that no `put` takes more than 31 + 1 + 31 bits.
+        while quotient > 31 {
+            writer.put(u64::from(u32::MAX), 32);
+            quotient -= 32;
         }
         // The quotient's one-bits, the closing zero-bit and the low r bits, in one go.
         let ones = ((1u64 << quotient) - 1) << (r + 1);
@@ -156,8 +200,8 @@ pub fn encode(kind: u8, values: &[u32]) -> Vec<u8> {
 
 struct BitWriter {
     out: Vec<u8>,
-    /// Pending bits, the latest in the low `pending` bits.
-    acc: u64,
+    /// Pending bits, the latest in the low `pending` bits (fewer than 64 between calls).
+    acc: u128,
     pending: u32,
 }
 
@@ -170,21 +214,22 @@ impl BitWriter {
         }
     }
 
-    /// Appends the low `count` (<= 56) bits of `bits`, most significant first.
+    /// Appends the low `count` (<= 64) bits of `bits`, most significant first.
     fn put(&mut self, bits: u64, count: u32) {
-        if count == 0 {
-            return;
-        }
-        // Fewer than 8 bits pending, so nothing still pending is shifted out.
-        self.acc = self.acc << count | bits;
+        self.acc = self.acc << count | u128::from(bits);
         self.pending += count;
-        while self.pending >= 8 {
-            self.pending -= 8;
-            self.out.push((self.acc >> self.pending) as u8);
+        if self.pending >= 64 {
+            self.pending -= 64;
+            let word = (self.acc >> self.pending) as u64;
+            self.out.extend_from_slice(&word.to_be_bytes());
         }
     }
 
     fn finish(mut self) -> Vec<u8> {
+        while self.pending >= 8 {
+            self.pending -= 8;
+            self.out.push((self.acc >> self.pending) as u8);
+        }
         if self.pending > 0 {
             self.out.push((self.acc << (8 - self.pending)) as u8);
         }

@@ -5,7 +5,7 @@
 //! from Python (the running interpreter's Unicode tables), as for the terms.
 
 use crate::murmur3::{self, fmix64};
-use crate::shingles::{self, BAND_BYTES};
+use crate::shingles::{self, BottomValues, BAND_BYTES};
 
 const MINIMA: usize = 128;
 const MINIMUM_BITS: usize = 4;
@@ -77,45 +77,47 @@ impl Sketcher {
             }
         }
         let mut out = [0u8; SKETCH_BYTES];
-        let mut minima = Minima::new();
-        // The top 32 bits of every shingle's hash, for the shingles record.
-        let mut tops = Vec::with_capacity(items.len());
-        let mut add = |h: u64| {
-            let h = fmix64(h);
-            minima.add(h);
-            tops.push((h >> 32) as u32);
-        };
-        if letters > 0 && 2 * latin >= letters {
+        let (size, p) = if letters > 0 && 2 * latin >= letters {
             out[0] = b'W';
             items.clear();
             self.word_hashes(text, &mut items);
-            // As `_word_shingles`: no word, no shingle (not seen in practice: letters are word
-            // characters).
-            if !items.is_empty() {
-                each_shingle(&items, WORD_SHINGLE, P2, &mut add);
-            }
+            (WORD_SHINGLE, P2)
         } else {
             out[0] = b'C';
-            each_shingle(&items, CHAR_SHINGLE, P1, &mut add);
-        }
-        if minima.present == 0 {
-            // No shingle: minima all zero, and neither band keys nor a shingles record.
+            (CHAR_SHINGLE, P1)
+        };
+        // As `_word_shingles`: no word, no shingle (not seen in practice: letters are word
+        // characters); characters always make one.
+        if items.is_empty() && out[0] == b'W' {
             return Sketched {
                 sketch: out,
                 bands: None,
                 shingles: Vec::new(),
             };
         }
+        let mut minima = Minima::new();
+        let mut bottom = BottomValues::new(items.len().saturating_sub(size) + 1);
+        each_shingle(&items, size, p, |h| {
+            let h = fmix64(h);
+            minima.add(h);
+            bottom.add(h);
+        });
+        let values = bottom.finish().unwrap_or_else(|| {
+            // Too many repeated shingles below the expected threshold: all of them, again.
+            let mut all = BottomValues::all();
+            each_shingle(&items, size, p, |h| all.add(fmix64(h)));
+            all.finish()
+                .expect("without a threshold every value is kept")
+        });
         let minima = minima.densified();
         for (bin, minimum) in minima.iter().enumerate() {
             // b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
             out[1 + bin / 2] |= ((minimum & 0xF) as u8) << (4 * (bin % 2));
         }
-        shingles::bottom_values(&mut tops);
         Sketched {
             sketch: out,
             bands: Some(shingles::band_keys(&minima)),
-            shingles: shingles::encode(out[0], &tops),
+            shingles: shingles::encode(out[0], &values),
         }
     }
 
