@@ -139,30 +139,33 @@ def decode_shingles(data: bytes) -> tuple[bytes, np.ndarray]:
         raise ValueError("missing or invalid Rice parameter")
     r = data[at]
     bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8, offset=at + 1))
-    zeros = np.flatnonzero(bits == 0)
-    weights = np.int64(1) << np.arange(r - 1, -1, -1, dtype=np.int64)  # MSB first
-    values = np.empty(n, dtype=np.uint32)
-    position, value = 0, 0
-    for i in range(n):
-        z = int(np.searchsorted(zeros, position))
-        if z == len(zeros):
+    size = len(bits)
+    # The first zero-bit at or after each position (size where none is left): each value's
+    # code ends at the first zero after the previous code, and only that walk is sequential.
+    zero_at = np.where(bits == 0, np.arange(size), size)
+    next_zero = [*np.minimum.accumulate(zero_at[::-1])[::-1].tolist(), size]
+    ends = []  # of each value's unary quotient, at its zero-bit
+    position = 0
+    for _ in range(n):
+        end = next_zero[position]
+        position = end + 1 + r
+        if position > size:
             raise ValueError("shingles record ends inside a value")
-        end = int(zeros[z])
-        low_end = end + 1 + r
-        if low_end > len(bits):
-            raise ValueError("shingles record ends inside a value")
-        low = int(bits[end + 1 : low_end] @ weights)
-        gap = ((end - position) << r) | low
-        if i > 0 and gap == 0:
-            raise ValueError("shingles record values are not increasing")
-        value += gap
-        if value > 0xFFFFFFFF:
-            raise ValueError("shingles record value beyond 32 bits")
-        values[i] = value
-        position = low_end
-    if (position + 7) // 8 != len(bits) // 8 or bits[position:].any():
+        ends.append(end)
+    if (position + 7) // 8 != size // 8 or bits[position:].any():
         raise ValueError("shingles record has extra bytes or padding bits set")
-    return kind, values
+    code_ends = np.array(ends, dtype=np.int64)
+    quotients = code_ends - np.r_[0, code_ends[:-1] + 1 + r]
+    if quotients.max() > 0xFFFFFFFF:  # (and no int64 overflow below)
+        raise ValueError("shingles record value beyond 32 bits")
+    low_bits = bits[(code_ends + 1)[:, None] + np.arange(r)].astype(np.int64)
+    gaps = (quotients << r) | (low_bits @ (np.int64(1) << np.arange(r - 1, -1, -1)))
+    if (gaps[1:] == 0).any():
+        raise ValueError("shingles record values are not increasing")
+    values = np.cumsum(gaps)  # cannot overflow when no gap is over 32 bits
+    if gaps.max() > 0xFFFFFFFF or values[-1] > 0xFFFFFFFF:
+        raise ValueError("shingles record value beyond 32 bits")
+    return kind, values.astype(np.uint32)
 
 
 def _read_leb128(data: bytes, at: int) -> tuple[int, int]:

@@ -290,11 +290,8 @@ pub fn decode(data: &[u8]) -> Result<Decoded, Malformed> {
     let mut reader = BitReader::new(&data[at + 1..]);
     let mut value = 0u64;
     for i in 0..n {
-        let quotient = reader
-            .unary()
-            .ok_or("shingles record ends inside a value")?;
-        let low = reader
-            .bits(r)
+        let (quotient, low) = reader
+            .code(r)
             .ok_or("shingles record ends inside a value")?;
         if quotient > u64::from(u32::MAX) {
             return Err("shingles record value beyond 32 bits");
@@ -344,6 +341,19 @@ impl<'a> BitReader<'a> {
     fn consume(&mut self, count: u32) {
         self.buffer = self.buffer.checked_shl(count).unwrap_or(0);
         self.available -= count;
+    }
+
+    /// One gap's code: its quotient (one-bits up to a zero-bit) and its low `r` bits. Nearly
+    /// every code lies in the buffer whole and is read in one step.
+    fn code(&mut self, r: u32) -> Option<(u64, u64)> {
+        self.refill();
+        let ones = self.buffer.leading_ones();
+        if ones + 1 + r <= self.available {
+            let low = (self.buffer << ones << 1).checked_shr(64 - r).unwrap_or(0);
+            self.consume(ones + 1 + r);
+            return Some((u64::from(ones), low));
+        }
+        Some((self.unary()?, self.bits(r)?))
     }
 
     /// The number of one-bits before the next zero-bit, which is consumed too.
