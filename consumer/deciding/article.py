@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,11 +14,11 @@ class Analyzed:
     simhash: int
     content_hash: bytes
     sketch: bytes = b""
-    bands: bytes = b""
-    """16 little-endian u32 LSH band keys over the sketch's minima (64 bytes), or b"" when the
-    article has none: a second way to find candidates SimHash misses."""
-    shingles: bytes = b""
-    """The article's bottom-512 shingle hashes, Rice coded: what a candidate is verified with."""
+    # LSH band keys and the bottom-512 shingles record (consumer/fingerprint/shingles.py), b""
+    # for none. Keyword-only, so the positional text_chars and dated after them keep their
+    # places in every caller.
+    bands: bytes = field(default=b"", kw_only=True)
+    shingles: bytes = field(default=b"", kw_only=True)
     text_chars: int = 0
     dated: bool = True
     """False when the article had no published_at: its event time is then set by its place in

@@ -19,7 +19,13 @@ from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.fingerprint.idf import load_idf
 from consumer.fingerprint.kernel import load_kernel
 from consumer.fingerprint.normalize import Normalizer
-from consumer.fingerprint.sketch import sketch, verification_data
+from consumer.fingerprint.shingles import bands_and_shingles
+from consumer.fingerprint.sketch import (
+    bin_minima,
+    packed_minima,
+    shingle_hashes,
+    verification_data,
+)
 from consumer.fingerprint.terms import TermExtractor, hash_terms
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
@@ -66,6 +72,10 @@ class Fingerprint:
     # letters key or a mixed-script text's character sketch (consumer/fingerprint/sketch.py,
     # `verification_data`).
     sketch: bytes = b""
+    # The LSH band keys and the bottom-512 shingles record of the text's primary shingling
+    # (consumer/fingerprint/shingles.py); b"" for a text without shingles.
+    bands: bytes = b""
+    shingles: bytes = b""
     text_chars: int = 0  # length of the normalized title + "\n" + content
     terms: tuple[tuple[str, float], ...] = ()  # only with explain=True: heaviest first
 
@@ -103,7 +113,8 @@ class Fingerprinter:
     alternate), and the NumPy steps run once per batch.
 
     With the fast engine, everything after normalization (terms, weights, top N, vote, content
-    hash, sketch) runs in the native kernel (`consumer/native/`) unless `native=False`;
+    hash, sketch, band keys, shingles record) runs in the native kernel (`consumer/native/`)
+    unless `native=False`;
     the Python code below is the reference it must equal, and it still serves `explain`, whose
     term lists the kernel does not return.
     """
@@ -163,9 +174,11 @@ class Fingerprinter:
                 valid, titles, contents, computed, strict=True
             ):
                 if fingerprint is not None:
-                    simhash, content_hash, article_sketch, length = fingerprint
+                    simhash, content_hash, article_sketch, bands, shingles, length = fingerprint
                     data = verification_data(article_sketch, f"{title}\n{content}")
-                    results[i] = Fingerprint(simhash, content_hash, data, length)
+                    results[i] = Fingerprint(
+                        simhash, content_hash, data, bands, shingles, text_chars=length
+                    )
             return _with_empty_text_errors(results)
 
         if self._terms is None:
@@ -175,6 +188,7 @@ class Fingerprinter:
         counts: list[Counter[str]] = []
         content_hashes: list[bytes] = []
         sketches: list[bytes] = []
+        extras: list[tuple[bytes, bytes]] = []  # band keys and shingles record
         lengths: list[int] = []
         for i, title, content in zip(valid, titles, contents, strict=True):
             if title_weight == 1.0:
@@ -189,7 +203,10 @@ class Fingerprinter:
                 counts.append(c)
                 text = f"{title}\n{content}"
                 content_hashes.append(mmh3.hash_bytes(text.encode(), seed=0, x64arch=True))
-                sketches.append(verification_data(sketch(text), text))
+                kind, hashes = shingle_hashes(text)
+                minima = bin_minima(hashes)
+                sketches.append(verification_data(packed_minima(kind, minima), text))
+                extras.append(bands_and_shingles(kind, hashes, minima))
                 lengths.append(len(text))
         if not docs:
             return _with_empty_text_errors(results)
@@ -222,8 +239,8 @@ class Fingerprinter:
         )
         simhashes = np.packbits(votes > 0, axis=1, bitorder="little").view("<u8").ravel()
 
-        for j, (i, simhash, content_hash, article_sketch, length) in enumerate(
-            zip(docs, simhashes.tolist(), content_hashes, sketches, lengths, strict=True)
+        for j, (i, simhash, content_hash, article_sketch, (bands, shingles), length) in enumerate(
+            zip(docs, simhashes.tolist(), content_hashes, sketches, extras, lengths, strict=True)
         ):
             explained: tuple[tuple[str, float], ...] = ()
             if explain:
@@ -239,7 +256,9 @@ class Fingerprinter:
                         strict=True,
                     )
                 )
-            results[i] = Fingerprint(simhash, content_hash, article_sketch, length, explained)
+            results[i] = Fingerprint(
+                simhash, content_hash, article_sketch, bands, shingles, length, explained
+            )
         return _with_empty_text_errors(results)
 
 

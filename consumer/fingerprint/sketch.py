@@ -188,8 +188,14 @@ def mixed_char_shingles(normalized: str) -> np.ndarray | None:
 
 
 def _packed(shingling: bytes, hashes: np.ndarray) -> bytes:
+    return packed_minima(shingling, bin_minima(hashes))
+
+
+def packed_minima(shingling: bytes, minima: np.ndarray) -> bytes:
+    """The sketch of a text shingled `shingling` whose `bin_minima` are these (the band keys
+    of consumer/fingerprint/shingles.py are made of the same minima)."""
     # b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
-    kept = (bin_minima(hashes) & _NIBBLE).astype(np.uint8)
+    kept = (minima & _NIBBLE).astype(np.uint8)
     return shingling + (kept[0::2] | (kept[1::2] << 4)).tobytes()
 
 

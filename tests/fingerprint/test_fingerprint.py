@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from consumer.config import FingerprintConfig, InputConfig
 from consumer.corpus import shared_data_dir
+from consumer.deciding.article import Analyzed
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.fingerprint.fingerprinter import (
     EmptyTextError,
@@ -30,6 +31,9 @@ from consumer.fingerprint.fingerprinter import (
     hamming,
 )
 from consumer.fingerprint.idf import DocumentFrequencies, bundled_idf_path, load_idf
+from consumer.fingerprint.normalize import Normalizer
+from consumer.fingerprint.shingles import band_keys, decode_shingles
+from consumer.fingerprint.sketch import bin_minima, shingle_hashes
 from consumer.fingerprint.terms import hash_terms
 from consumer.stream.parsing import InvalidReason
 from consumer.stream.workers import _Worker, fingerprint_options
@@ -70,6 +74,24 @@ def test_fingerprint_fields_and_hex(fingerprinter: Fingerprinter) -> None:
     assert fp.simhash_hex == f"{fp.simhash:016x}" and len(fp.simhash_hex) == 16
     assert fp.content_hash_hex == fp.content_hash.hex() and len(fp.content_hash_hex) == 32
     assert fp.terms == ()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_bands_and_shingles_are_of_the_sketchs_shingling(native: bool) -> None:
+    fingerprinter = Fingerprinter(native=native)
+    title, content = "香港新聞", "立法會今日三讀通過法案，政府發言人表示歡迎。"
+    fp = fingerprinter.fingerprint(title, content)
+    normalized = "\n".join(Normalizer().many([title, content]))
+    kind, hashes = shingle_hashes(normalized)
+    assert fp.sketch[:1] == kind == b"C"
+    assert fp.bands == band_keys(bin_minima(hashes)) and len(fp.bands) == 64
+    decoded_kind, values = decode_shingles(fp.shingles)
+    assert decoded_kind == kind
+    assert values.tolist() == sorted({int(h) >> 32 for h in hashes})
+    english = fingerprinter.fingerprint("Oil prices", "Crude oil rose on Monday as supply fell.")
+    assert decode_shingles(english.shingles)[0] == english.sketch[:1] == b"W"
+    # The explained path computes them too.
+    assert fingerprinter.fingerprint(title, content, explain=True).shingles == fp.shingles
 
 
 def test_options_are_picklable_and_frozen() -> None:
@@ -253,6 +275,15 @@ def test_worker_fingerprints_a_batch_as_message_by_message(hkcnews: list[dict]) 
     works = [(m, 1_700_000_000_000 + i) for i, m in enumerate(messages)]
     results = worker.analyze_many(works)
     assert results == [worker.analyze(w) for w in works]
+    analyzed = [r for r in results if isinstance(r, Analyzed)]
+    fingerprints = Fingerprinter().fingerprint_many(
+        [(a["title"], a["content"]) for a in hkcnews[:40]]
+    )
+    assert [(r.sketch, r.bands, r.shingles) for r in analyzed] == [
+        (fp.sketch, fp.bands, fp.shingles)
+        for fp in fingerprints  # type: ignore[union-attr]
+    ]
+    assert all(len(r.bands) == 64 and r.shingles for r in analyzed)
     assert [r.reason for r in results[3:6]] == [  # type: ignore[union-attr]
         InvalidReason.NOT_JSON,
         InvalidReason.EMPTY_TEXT,

@@ -1,6 +1,7 @@
-"""The worker pool: fingerprints are the same whichever process makes them, and with
-`pool_after_s` the first batches are fingerprinted in the calling process, the workers
-starting only once that much CPU went into it (`newsdedup check` on a small file)."""
+"""The worker pool: it hands deciding everything the fingerprint stage computed, the same
+whichever process makes it; with `pool_after_s` the first batches are fingerprinted in the
+calling process, the workers starting only once that much CPU went into it (`newsdedup check`
+on a small file)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 from feeds import real_articles
 
 from consumer.config import FingerprintConfig, InputConfig
+from consumer.deciding.article import Analyzed
+from consumer.fingerprint.fingerprinter import Fingerprinter
 from consumer.stream.workers import Analyzer
 
 
@@ -35,3 +38,14 @@ def test_the_pool_starts_once_the_inline_fingerprinting_took_its_time() -> None:
     with Analyzer(InputConfig(), FingerprintConfig(), workers=1) as analyzer:
         assert analyzer._pool is not None  # a service starts its workers at once
         assert [analyzer.analyze(batch) for batch in batches] == want
+
+
+def test_pool_workers_carry_bands_and_shingles_to_analyzed() -> None:
+    articles = real_articles("zh_hkcnews_2017_2022.jsonl.gz", 30)
+    with Analyzer(InputConfig(), FingerprintConfig(), workers=1) as analyzer:
+        results = analyzer.analyze(_works(articles))
+    expected = Fingerprinter().fingerprint_many([(a["title"], a["content"]) for a in articles])
+    assert all(isinstance(r, Analyzed) for r in results)
+    got = [(r.sketch, r.bands, r.shingles) for r in results]  # type: ignore[union-attr]
+    assert got == [(fp.sketch, fp.bands, fp.shingles) for fp in expected]
+    assert all(len(bands) == 64 and shingles[:1] == b"S" for _, bands, shingles in got)

@@ -1,14 +1,17 @@
 //! The fast path of `consumer.fingerprint`: normalized title and content in, SimHash, content
-//! hash and sketch out, with every step after normalization in one native pass per article.
+//! hash, sketch, band keys and shingles record out, with every step after normalization in one
+//! native pass per article.
 //!
 //! It reimplements `consumer.terms.TermExtractor.count`, the TF-IDF weights, the top-N choice
-//! and the vote of `consumer.fingerprint`, and `consumer.sketch.sketch`, exactly; the Python
+//! and the vote of `consumer.fingerprint`, `consumer.sketch.sketch` and
+//! `consumer.fingerprint.shingles`, exactly; the Python
 //! code stays the reference, and tests assert equal fingerprints on real text. What would make
 //! the two differ is passed in from Python rather than rebuilt here: the stop words, which
 //! characters form Latin words and how the sketch classes code points (the running Python's
 //! Unicode tables), and the IDF table.
 
 mod murmur3;
+mod shingles;
 mod sketch;
 
 use std::cmp::Ordering;
@@ -20,7 +23,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::sketch::{Sketcher, SKETCH_BYTES};
+use crate::sketch::{Sketched, Sketcher};
 
 /// Keys are already murmur3 hashes: hashing them again would only cost time.
 #[derive(Default)]
@@ -68,13 +71,21 @@ struct Article {
     simhash: u64,
     /// mmh3 x64 128 of `text`.
     content_hash: [u8; 16],
-    sketch: [u8; SKETCH_BYTES],
+    /// The sketch, band keys and shingles record of `text`.
+    sketched: Sketched,
     /// The length of `text` in code points.
     chars: usize,
 }
 
 /// An `Article` as `fingerprint_many` returns it.
-type Computed<'py> = (u64, Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize);
+type Computed<'py> = (
+    u64,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    usize,
+);
 
 #[pyclass(frozen)]
 struct Kernel {
@@ -178,7 +189,7 @@ impl Kernel {
         Some(Article {
             simhash,
             content_hash: murmur3::digest(text.as_bytes(), 0),
-            sketch: self.sketcher.sketch(&text),
+            sketched: self.sketcher.sketched(&text),
             chars: text.chars().count(),
         })
     }
@@ -297,8 +308,8 @@ impl Kernel {
     }
 
     /// For each normalized (title, content), of `text = title + "\n" + content`: None when no
-    /// term survives, else (SimHash, content hash: mmh3 x64 128 of `text`, sketch, length of
-    /// `text` in code points). `max_terms` 0 keeps every term.
+    /// term survives, else (SimHash, content hash: mmh3 x64 128 of `text`, sketch, band keys,
+    /// shingles record, length of `text` in code points). `max_terms` 0 keeps every term.
     fn fingerprint_many<'py>(
         &self,
         py: Python<'py>,
@@ -336,7 +347,9 @@ impl Kernel {
                     (
                         a.simhash,
                         PyBytes::new(py, &a.content_hash),
-                        PyBytes::new(py, &a.sketch),
+                        PyBytes::new(py, &a.sketched.sketch),
+                        PyBytes::new(py, a.sketched.bands.as_ref().map_or(&[][..], |b| &b[..])),
+                        PyBytes::new(py, &a.sketched.shingles),
                         a.chars,
                     )
                 })
@@ -349,6 +362,20 @@ impl Kernel {
         PyBytes::new(py, &self.sketcher.sketch(text))
     }
 
+    /// `consumer.fingerprint.shingles.of_text(text)`: band keys and shingles record (for tests
+    /// against it).
+    fn bands_and_shingles<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+    ) -> (Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
+        let sketched = self.sketcher.sketched(text);
+        (
+            PyBytes::new(py, sketched.bands.as_ref().map_or(&[][..], |b| &b[..])),
+            PyBytes::new(py, &sketched.shingles),
+        )
+    }
+
     /// mmh3 x64 128 of `data` with `seed` as 16 bytes (for tests against mmh3).
     #[staticmethod]
     fn murmur3_x64_128<'py>(py: Python<'py>, data: &[u8], seed: u32) -> Bound<'py, PyBytes> {
@@ -356,7 +383,40 @@ impl Kernel {
     }
 }
 
+/// `consumer.fingerprint.shingles.bottom_jaccard`: the Jaccard similarity of two shingles
+/// records from their bottom 512 values; None when either is empty or malformed, or their
+/// shinglings differ.
+#[pyfunction]
+fn bottom_jaccard(a: &[u8], b: &[u8]) -> Option<f64> {
+    shingles::bottom_jaccard(a, b)
+}
+
+/// `consumer.fingerprint.shingles.encode_shingles` (for tests against it).
+#[pyfunction]
+fn encode_shingles<'py>(
+    py: Python<'py>,
+    kind: &[u8],
+    hashes: Vec<u64>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if !matches!(kind, b"C" | b"W") {
+        return Err(PyValueError::new_err("unknown shingling kind"));
+    }
+    let values = shingles::bottom_values(&hashes);
+    Ok(PyBytes::new(py, &shingles::encode(kind[0], &values)))
+}
+
+/// `consumer.fingerprint.shingles.decode_shingles`, with the values as a list (for tests
+/// against it): ValueError for what is not a shingles record.
+#[pyfunction]
+fn decode_shingles<'py>(py: Python<'py>, data: &[u8]) -> PyResult<(Bound<'py, PyBytes>, Vec<u32>)> {
+    let decoded = shingles::decode(data).map_err(PyValueError::new_err)?;
+    Ok((PyBytes::new(py, &[decoded.kind]), decoded.values().to_vec()))
+}
+
 #[pymodule]
 fn _fastfp(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<Kernel>()
+    m.add_class::<Kernel>()?;
+    m.add_function(wrap_pyfunction!(bottom_jaccard, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_shingles, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_shingles, m)?)
 }

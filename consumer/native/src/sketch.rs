@@ -5,6 +5,7 @@
 //! from Python (the running interpreter's Unicode tables), as for the terms.
 
 use crate::murmur3::{self, fmix64};
+use crate::shingles::{self, BottomValues, BAND_BYTES};
 
 const MINIMA: usize = 128;
 const MINIMUM_BITS: usize = 4;
@@ -20,6 +21,15 @@ const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 const DROPPED: u8 = 0;
 const LETTER: u8 = 2;
 const LATIN_LETTER: u8 = 3;
+
+/// What `Sketcher::sketched` computes of one text.
+pub struct Sketched {
+    pub sketch: [u8; SKETCH_BYTES],
+    /// None for a text without shingles.
+    pub bands: Option<[u8; BAND_BYTES]>,
+    /// Empty for a text without shingles.
+    pub shingles: Vec<u8>,
+}
 
 pub struct Sketcher {
     /// `consumer.sketch`'s class of every code point, one byte each.
@@ -48,6 +58,12 @@ impl Sketcher {
     }
 
     pub fn sketch(&self, text: &str) -> [u8; SKETCH_BYTES] {
+        self.sketched(text).sketch
+    }
+
+    /// The sketch of normalized text, and the band keys and shingles record of the same
+    /// shingles (`consumer.fingerprint.shingles.bands_and_shingles`).
+    pub fn sketched(&self, text: &str) -> Sketched {
         // One pass counts the letters and keeps the characters of character shingles; words
         // are looked for only in the texts shingled by words (mostly Latin script).
         let mut items = Vec::with_capacity(text.len());
@@ -61,22 +77,48 @@ impl Sketcher {
             }
         }
         let mut out = [0u8; SKETCH_BYTES];
-        let mut minima = Minima::new();
-        if letters > 0 && 2 * latin >= letters {
+        let (size, p) = if letters > 0 && 2 * latin >= letters {
             out[0] = b'W';
             items.clear();
             self.word_hashes(text, &mut items);
-            // As `_word_shingles`: no word, no shingle (not seen in practice: letters are word
-            // characters).
-            if !items.is_empty() {
-                shingles(&items, WORD_SHINGLE, P2, |h| minima.add(fmix64(h)));
-            }
+            (WORD_SHINGLE, P2)
         } else {
             out[0] = b'C';
-            shingles(&items, CHAR_SHINGLE, P1, |h| minima.add(fmix64(h)));
+            (CHAR_SHINGLE, P1)
+        };
+        // As `_word_shingles`: no word, no shingle (not seen in practice: letters are word
+        // characters); characters always make one.
+        if items.is_empty() && out[0] == b'W' {
+            return Sketched {
+                sketch: out,
+                bands: None,
+                shingles: Vec::new(),
+            };
         }
-        minima.write(&mut out[1..]);
-        out
+        let mut minima = Minima::new();
+        let mut bottom = BottomValues::new(items.len().saturating_sub(size) + 1);
+        each_shingle(&items, size, p, |h| {
+            let h = fmix64(h);
+            minima.add(h);
+            bottom.add(h);
+        });
+        let values = bottom.finish().unwrap_or_else(|| {
+            // Too many repeated shingles below the expected threshold: all of them, again.
+            let mut all = BottomValues::all();
+            each_shingle(&items, size, p, |h| all.add(fmix64(h)));
+            all.finish()
+                .expect("without a threshold every value is kept")
+        });
+        let minima = minima.densified();
+        for (bin, minimum) in minima.iter().enumerate() {
+            // b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
+            out[1 + bin / 2] |= ((minimum & 0xF) as u8) << (4 * (bin % 2));
+        }
+        Sketched {
+            sketch: out,
+            bands: Some(shingles::band_keys(&minima)),
+            shingles: shingles::encode(out[0], &values),
+        }
     }
 
     /// The term hash (as `consumer.terms.hash_terms`) of every word, in order.
@@ -101,7 +143,7 @@ impl Sketcher {
 /// Polynomial hashes (multiplier `p`) of every `size` consecutive items; no more than `size`
 /// items are one shingle of themselves, its hash seeded with their number (`_char_shingles`,
 /// `_word_shingles`).
-fn shingles(items: &[u64], size: usize, p: u64, mut emit: impl FnMut(u64)) {
+fn each_shingle(items: &[u64], size: usize, p: u64, mut emit: impl FnMut(u64)) {
     let polynomial = |seed: u64, window: &[u64]| {
         window
             .iter()
@@ -138,22 +180,19 @@ impl Minima {
         }
     }
 
-    fn write(&self, out: &mut [u8]) {
-        if self.present == 0 {
-            return;
-        }
-        for bin in 0..MINIMA {
-            let minimum = if self.present >> bin & 1 == 1 {
-                self.minima[bin]
-            } else {
+    /// Every bin's minimum (`bin_minima`); at least one bin must be present.
+    fn densified(&self) -> [u64; MINIMA] {
+        let mut out = self.minima;
+        for (bin, minimum) in out.iter_mut().enumerate() {
+            if self.present >> bin & 1 == 0 {
                 // An empty bin borrows the next non-empty bin's minimum (cyclically), salted
                 // by the distance.
                 let distance = self.present.rotate_right(bin as u32).trailing_zeros();
                 let donor = (bin + distance as usize) % MINIMA;
-                fmix64(self.minima[donor].wrapping_add(u64::from(distance).wrapping_mul(P1)))
-            };
-            // b-bit minwise hashing keeps the low 4 bits; bin 2i in the low half of byte i.
-            out[bin / 2] |= ((minimum & 0xF) as u8) << (4 * (bin % 2));
+                *minimum =
+                    fmix64(self.minima[donor].wrapping_add(u64::from(distance).wrapping_mul(P1)));
+            }
         }
+        out
     }
 }
