@@ -151,36 +151,52 @@ def _analyze_chunk(works: Sequence[Work]) -> list[Analyzed | Invalid]:
     return _process_worker.analyze_many(works)
 
 
-def _later(analyze, works: Sequence[Work]) -> Iterator[list[Analyzed | Invalid]]:
-    yield analyze(works)
-
-
 class Analyzer:
     """Parses and fingerprints batches, in `workers` processes (0 = one per core) or, with
-    `workers=None`, in this process (tests and tiny inputs)."""
+    `workers=None`, in this process (tests and tiny inputs).
+
+    With `pool_after_s`, the first batches are fingerprinted in this process and the workers
+    start only once that much CPU time went into it: starting them costs ~0.7 CPU-seconds
+    each (a spawned interpreter, imports, the segmenter's dictionary), more than a small
+    input's whole fingerprinting, and wall time only gains from them past a few seconds."""
 
     def __init__(
         self,
         input_config: InputConfig,
         fingerprint_config: FingerprintConfig,
         workers: int | None = 0,
+        pool_after_s: float = 0.0,
     ) -> None:
         options = fingerprint_options(fingerprint_config)
+        self._input_config, self._options = input_config, options
         self._inline: _Worker | None = None
-        self._pool = None
-        if workers is None:
+        self._inline_cpu_s = 0.0
+        self._pool: _Pool | None = None
+        self.workers = 0 if workers is None else workers or os.cpu_count() or 1
+        self._pool_after_s = float("inf") if workers is None else pool_after_s
+        if self._pool_after_s > 0:
             self._inline = _Worker(input_config, options)
-            self.workers = 0
-            return
-        self.workers = workers or os.cpu_count() or 1
+        else:
+            self._start_pool()
+
+    def _start_pool(self) -> None:
         # spawn, not fork: the parent holds librdkafka threads and RocksDB handles that a
         # forked child must not inherit.
         self._pool = _Pool(
             self.workers,
             initializer=_init_process,
-            initargs=(input_config, options),
+            initargs=(self._input_config, self._options),
             context=multiprocessing.get_context("spawn"),
         )
+
+    def _analyze_inline(self, works: Sequence[Work]) -> Iterator[list[Analyzed | Invalid]]:
+        assert self._inline is not None
+        started = time.process_time()
+        results = self._inline.analyze_many(works)
+        self._inline_cpu_s += time.process_time() - started
+        if self._inline_cpu_s >= self._pool_after_s:
+            self._start_pool()  # for the next batch
+        yield results
 
     def analyze(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
         return [result for part in self.analyze_chunks(works) for result in part]
@@ -191,9 +207,8 @@ class Analyzer:
 
         The workers start on `works` at once, before the first chunk is asked for: a caller
         can hand over its next batch while it still decides this one."""
-        if self._inline is not None:
-            return _later(self._inline.analyze_many, works)
-        assert self._pool is not None
+        if self._pool is None:
+            return self._analyze_inline(works)
         if not works:
             return iter(())
         # Several chunks per worker balance uneven article sizes, and small ones keep the
