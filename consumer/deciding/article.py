@@ -14,6 +14,8 @@ class Analyzed:
     simhash: int
     content_hash: bytes
     sketch: bytes = b""
+    bands: bytes = b""
+    shingles: bytes = b""
     text_chars: int = 0
     dated: bool = True
     """False when the article had no published_at: its event time is then set by its place in
