@@ -243,7 +243,11 @@ def _corrections(
             late=was.late,
             processed_at_ms=now_ms,
         )
-        batch.put(dataclasses.replace(record, payload=stored.encode(record.article_id, decision)))
+        # A record read back comes without its shingle hashes (kept apart, read on demand):
+        # put again without them, it would lose them.
+        shingles = batch.shingles(record.article_id) or b""
+        payload = stored.encode(record.article_id, decision)
+        batch.put(dataclasses.replace(record, payload=payload, shingles=shingles))
         corrected.append(_decision(record, decision, source, now_ms, correction=True))
     return corrected
 
