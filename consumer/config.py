@@ -167,9 +167,13 @@ class FingerprintConfig:
 @dataclass(frozen=True, slots=True)
 class MatchConfig:
     # README "Accuracy": why a candidate is verified and short texts match by letters.
-    min_jaccard: float = 0.55
+    min_jaccard: float = 0.5
     short_text_chars: int = 80
     unverifiable_distance: int = 3
+    # What the sketch settles alone, and the second candidate channel (README "Accuracy").
+    verify_margin: float = 0.15
+    band_min_shared: int = 2
+    band_candidates: int = 4
     # Only with max_distance above far_distance: BENCHMARKS.md, "Sketch format 2".
     far_distance: int = 12
     far_min_jaccard: float = 0.6
@@ -363,6 +367,9 @@ def _validate(config: Config) -> None:
     m = config.match
     check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
     check(0 <= m.far_min_jaccard <= 1, "option [match] far_min_jaccard must be from 0 to 1")
+    check(0 <= m.verify_margin <= 1, "option [match] verify_margin must be from 0 to 1")
+    check(1 <= m.band_min_shared <= 16, "option [match] band_min_shared must be from 1 to 16")
+    check(m.band_candidates >= 0, "option [match] band_candidates must be 0 or more")
     check(0 <= m.far_distance <= 64, "option [match] far_distance must be from 0 to 64")
     check(m.sentence_chars >= 0, "option [match] sentence_chars must be 0 or more")
     check(

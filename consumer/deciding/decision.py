@@ -14,7 +14,7 @@ SCHEMA_VERSION = 1
 class DecisionKind(StrEnum):
     UNIQUE = "unique"  # starts a cluster
     DUPLICATE = "duplicate"  # same normalized text as an earlier article
-    NEAR_DUPLICATE = "near_duplicate"  # SimHash within the configured distance of an earlier one
+    NEAR_DUPLICATE = "near_duplicate"  # shares enough shingles with an earlier one (rules.py)
 
 
 @dataclass(frozen=True, slots=True)

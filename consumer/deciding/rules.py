@@ -8,10 +8,19 @@
   (exact text first, then the earliest); the article joins that article's cluster or starts
   its own.
 
+Candidates come from two channels of the index: SimHash, every earlier article within the
+index's distance (closest first); then, when none of those is accepted, articles that share at
+least `band_min_shared` of the 16 band keys (consumer/fingerprint/shingles.py), which finds
+copies whose SimHash moved farther (a truncation, an inserted paragraph, many small edits).
+
 Verification (`MatchRules`): SimHash at the distance news needs for recall also brings
 unrelated articles on the same topic, so a candidate whose text is not identical must also
-share enough shingles, estimated from the two articles' sketches
-(consumer/fingerprint/sketch.py). Short texts (headlines, one-line items) are decided on exact
+share enough shingles. The two articles' 65-byte sketches (consumer/fingerprint/sketch.py)
+settle a candidate whose estimate lies clearly above or below the threshold; one within
+`verify_margin` of it, and every candidate found by bands alone, is settled by the 512
+smallest shingle hashes of each article, which the index keeps on disk and reads only then:
+exact up to 512 shingles, an estimate within ±0.05 (two standard errors at J = 0.5) above.
+Short texts (headlines, one-line items) are decided on exact
 text only: two different headlines that
 share most of their words are as often different news as the same (the paraphrase sets of
 `../shared/data/pairs`), and a 5-gram estimate over a few dozen characters cannot tell them
@@ -31,6 +40,7 @@ from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.stored import StoredDecision
+from consumer.fingerprint.shingles import bottom_jaccard
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
 from indexstore import ArticleRecord, Batch, Match
 
@@ -45,7 +55,7 @@ class MatchRules:
     (their defaults are `MatchConfig`'s)."""
 
     min_jaccard: float
-    """Estimated shingle Jaccard a candidate needs; 0 accepts every candidate (plain SimHash)."""
+    """Shingle Jaccard a candidate needs; 0 accepts every SimHash candidate (plain SimHash)."""
     short_text_chars: int
     """Articles whose normalized text is shorter than this match only an article of the same
     letters and digits."""
@@ -61,6 +71,13 @@ class MatchRules:
     """A text shingled by words (Latin script) shorter than `sentence_chars` needs at least
     `sentence_min_jaccard`: a sentence or two is a few dozen word 3-grams, one changed word
     moves three of them, and a rewording with other facts shares half."""
+    verify_margin: float
+    """A sketch estimate within this of what is needed is settled from the shingle hashes on
+    disk (the sketch's standard error is 0.047 at J = 0.5: 0.15 is three of them)."""
+    band_min_shared: int
+    band_candidates: int
+    """Articles sharing at least `band_min_shared` band keys are candidates too, at most
+    `band_candidates` of them (most shared first); 0 turns the channel off."""
 
 
 def match_rules(config: MatchConfig) -> MatchRules:
@@ -72,29 +89,46 @@ def match_rules(config: MatchConfig) -> MatchRules:
         config.far_min_jaccard,
         config.sentence_chars,
         config.sentence_min_jaccard,
+        config.verify_margin,
+        config.band_min_shared,
+        config.band_candidates,
     )
 
 
 DEFAULT_RULES = match_rules(MatchConfig())
 
 
-def _accepts(rules: MatchRules, item: Analyzed, match: Match) -> bool:
+def _accepts(
+    rules: MatchRules, batch: Batch, item: Analyzed, match: Match, by_bands: bool = False
+) -> bool:
     if match.exact:
         return True
     if item.text_chars < rules.short_text_chars:
         return same_letters(item.sketch, match.sketch)
     if rules.min_jaccard <= 0:
-        return True
-    similarity = estimate(item.sketch, match.sketch)
-    if similarity is None:
-        return match.distance <= rules.unverifiable_distance
-    need = rules.far_min_jaccard if match.distance > rules.far_distance else rules.min_jaccard
+        return not by_bands
+    need = rules.min_jaccard
+    if not by_bands and match.distance > rules.far_distance:
+        need = rules.far_min_jaccard
     # Either side: a pair compared across shinglings (one of mixed script) is held to the
     # stricter rule, as a pair of two Latin-script sentences would be.
     sentence = shingled_by_words(item.sketch) or shingled_by_words(match.sketch)
     if item.text_chars < rules.sentence_chars and sentence:
         need = max(need, rules.sentence_min_jaccard)
-    return similarity >= need
+    similarity = estimate(item.sketch, match.sketch)
+    if similarity is not None:
+        if similarity < need - rules.verify_margin:
+            return False
+        # A candidate found by bands alone lies far in SimHash: the sketch is not enough.
+        if similarity >= need + rules.verify_margin and not by_bands:
+            return True
+    measured = bottom_jaccard(item.shingles, batch.shingles(match.article_id) or b"")
+    if measured is not None:
+        return measured >= need
+    # Nothing on disk to compare (the other article shingled differently, or its record is
+    # from before the hashes were kept): only a candidate as close as plain SimHash's classic
+    # k passes; the sketch alone is too coarse this near the threshold.
+    return match.distance <= rules.unverifiable_distance
 
 
 def decide(
@@ -112,22 +146,29 @@ def decide(
         first = now_ms if kept.processed_at_ms is None else kept.processed_at_ms
         again = _decision(prior, kept, source, first)
         return again, _corrections_again(batch, prior.article_id, kept, source)
+    bands = rules.band_candidates > 0 and rules.min_jaccard > 0
     result = batch.search(
         item.simhash,
         item.content_hash,
         item.event_time_ms,
         exclude_id=item.id,
         limit=MAX_CANDIDATES,
+        bands=item.bands if bands else b"",
+        min_shared_bands=rules.band_min_shared,
+        band_limit=rules.band_candidates,
     )
     # An article is only ever a copy of one published no later than itself; originals
     # decided before it that it turns out to precede are collected for correction.
     best = None
     later_originals = []
-    for match in result.matches:
+    candidates = [(m, False) for m in result.matches] + [(m, True) for m in result.band_matches]
+    for match, by_bands in candidates:
         if match.event_time_ms > item.event_time_ms:
-            if stored.is_own_cluster(match.payload) and _accepts(rules, item, match):
+            if stored.is_own_cluster(match.payload) and _accepts(
+                rules, batch, item, match, by_bands
+            ):
                 later_originals.append(match)
-        elif _accepts(rules, item, match):
+        elif _accepts(rules, batch, item, match, by_bands):
             best = match
             break
     if best is not None:
@@ -202,7 +243,11 @@ def _corrections(
             late=was.late,
             processed_at_ms=now_ms,
         )
-        batch.put(dataclasses.replace(record, payload=stored.encode(record.article_id, decision)))
+        # A record read back comes without its shingle hashes (kept apart, read on demand):
+        # put again without them, it would lose them.
+        shingles = batch.shingles(record.article_id) or b""
+        payload = stored.encode(record.article_id, decision)
+        batch.put(dataclasses.replace(record, payload=payload, shingles=shingles))
         corrected.append(_decision(record, decision, source, now_ms, correction=True))
     return corrected
 
