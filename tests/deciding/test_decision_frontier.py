@@ -1,5 +1,7 @@
-"""scripts/decision-frontier replays `check`'s decision rule; its conclusions (BENCHMARKS.md,
-README "Accuracy") rest on reproducing what the real `check` decides at the defaults."""
+"""The research replays of `check`'s decision rule reproduce what the real `check` decides:
+scripts/accuracy-prototype the default rule (band candidates, shingle hashes read near the
+threshold), scripts/decision-frontier the rule verified by the sketch alone. Their conclusions
+(BENCHMARKS.md, docs/accuracy.md) rest on it."""
 
 from __future__ import annotations
 
@@ -11,18 +13,50 @@ from pathlib import Path
 from consumer import cli
 from consumer.corpus import shared_data_dir
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "decision-frontier"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPT = SCRIPTS / "decision-frontier"
+DEFAULT_RULE = "lsh=16x3,lshmin=2,lshcap=4,verify=bottom512"
+# The rule before band candidates and shingle hashes, as options of today's.
+SKETCH_ONLY = "[match]\nmin_jaccard = 0.55\nverify_margin = 0\nband_candidates = 0\n"
 
 
-def test_frontier_reproduces_the_whole_feed_run_of_eval(capsys) -> None:
+def _feed() -> list[str]:
     data = str(shared_data_dir() / "zh_cctv_xwlb_2022_2026.jsonl.gz")
-    feed = ["--data", data, "--limit", "4000", "--edits", "400"]
-    assert cli.main(["eval", *feed, "--baselines", "none", "--json"]) == 0
-    whole = next(
+    return ["--data", data, "--limit", "4000", "--edits", "400"]
+
+
+def _whole_feed_run(capsys, *options: str) -> dict:
+    assert cli.main(["eval", *_feed(), "--baselines", "none", "--json", *options]) == 0
+    return next(
         s
         for s in json.loads(capsys.readouterr().out)["systems"]
         if s["system"] == "newsdedup-whole"
     )
+
+
+def test_the_prototype_reproduces_the_whole_feed_run_of_eval(capsys) -> None:
+    whole = _whole_feed_run(capsys)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPTS / "accuracy-prototype"), *_feed(), DEFAULT_RULE],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    row = next(line.split() for line in out.splitlines() if line.startswith(DEFAULT_RULE))
+    flagged, wrong, _precision, _pairs, missed = row[1:6]
+    assert (int(flagged), int(wrong), int(missed)) == (
+        whole["flagged"],
+        whole["wrongly_flagged"],
+        whole["missed"],
+    )
+    assert whole["flagged"] > 300
+
+
+def test_frontier_reproduces_the_whole_feed_run_of_eval(capsys, tmp_path) -> None:
+    config = tmp_path / "sketch-only.toml"
+    config.write_text(SKETCH_ONLY)
+    whole = _whole_feed_run(capsys, "--config", str(config))
+    feed = _feed()
     out = subprocess.run(
         [sys.executable, str(SCRIPT), *feed, "--misses", "k=12", "k=12,verify=exact"],
         capture_output=True,
