@@ -125,10 +125,13 @@ def _accepts(
     measured = bottom_jaccard(item.shingles, batch.shingles(match.article_id) or b"")
     if measured is not None:
         return measured >= need
-    # Nothing on disk to compare (the other article shingled differently, or its record is
-    # from before the hashes were kept): only a candidate as close as plain SimHash's classic
-    # k passes; the sketch alone is too coarse this near the threshold.
-    return match.distance <= rules.unverifiable_distance
+    # Nothing on disk to compare (the two shingled differently, or the record is from before
+    # the hashes were kept): a SimHash candidate is judged by its sketch estimate, as before
+    # them, which compares a mixed-script text by characters; one found by bands alone, far
+    # from the article, is not taken on the sketch's word.
+    if similarity is None or by_bands:
+        return match.distance <= rules.unverifiable_distance
+    return similarity >= need
 
 
 def decide(

@@ -18,6 +18,7 @@ from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.evaluation import truth
 from consumer.evaluation.edits import EditKind, Script, Text, apply_edit
 from consumer.fingerprint.fingerprinter import Fingerprinter, FingerprintOptions
+from consumer.fingerprint.shingles import bottom_jaccard
 from consumer.fingerprint.sketch import estimate
 
 NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
@@ -237,8 +238,9 @@ def test_a_replay_of_history_keeps_only_the_window(tmp_path: Path) -> None:
 
 
 def _far_truncated_copy(articles: list[dict]) -> tuple[dict, dict, int]:
-    """A real article and a truncated copy of it more than 12 bits away whose sketches agree
-    (estimate at least 0.6): the pairs `max_distance = 12` leaves out of reach."""
+    """A real article and a truncated copy of it more than 12 bits away that share at least
+    60 % of their shingles (sketch estimate and shingle hashes both): the pairs
+    `max_distance = 12` leaves out of SimHash's reach."""
     fingerprinter = Fingerprinter()
     for a in articles:
         for share in (0.5, 0.6, 0.7, 0.8):
@@ -250,7 +252,8 @@ def _far_truncated_copy(articles: list[dict]) -> tuple[dict, dict, int]:
             fa, fc = fingerprinter.fingerprint_many([(x["title"], x["content"]) for x in (a, copy)])
             distance = (fa.simhash ^ fc.simhash).bit_count()
             similarity = estimate(fa.sketch, fc.sketch)
-            if 13 <= distance <= 16 and similarity is not None and similarity >= 0.6:
+            measured = bottom_jaccard(fa.shingles, fc.shingles)
+            if 13 <= distance <= 16 and min(similarity or 0, measured or 0) >= 0.6:
                 return a, copy, distance
     pytest.fail("no truncated copy 13-16 bits from its original in the sample")
 
@@ -258,8 +261,9 @@ def _far_truncated_copy(articles: list[dict]) -> tuple[dict, dict, int]:
 def test_candidates_past_far_distance_need_far_min_jaccard(tmp_path: Path) -> None:
     original, copy, distance = _far_truncated_copy(corpus("zh_hkcnews_2017_2022", 400))
     feed = [original, copy]
-    assert run_check(tmp_path, feed)[1]["decision"] == "unique"  # out of reach at k = 12
-    wide = {"NEWSDEDUP_INDEX_MAX_DISTANCE": "16"}
+    simhash_only = {"NEWSDEDUP_MATCH_BAND_CANDIDATES": "0"}
+    assert run_check(tmp_path, feed, **simhash_only)[1]["decision"] == "unique"  # k = 12
+    wide = {**simhash_only, "NEWSDEDUP_INDEX_MAX_DISTANCE": "16"}
     found = run_check(tmp_path, feed, **wide)[1]
     assert (found["decision"], found["matched_id"], found["distance"]) == (
         "near_duplicate",
@@ -272,6 +276,22 @@ def test_candidates_past_far_distance_need_far_min_jaccard(tmp_path: Path) -> No
     assert run_check(tmp_path, feed, **strict)[1]["decision"] == "unique"
     near = {**strict, "NEWSDEDUP_MATCH_FAR_DISTANCE": str(distance)}
     assert run_check(tmp_path, feed, **near)[1]["decision"] == "near_duplicate"
+
+
+def test_a_copy_out_of_simhash_reach_is_found_by_its_band_keys(tmp_path: Path) -> None:
+    """The same truncated copy at the defaults: the band keys find it, verified from the
+    shingle hashes on disk, and its decision names the true distance, beyond k."""
+    original, copy, distance = _far_truncated_copy(corpus("zh_hkcnews_2017_2022", 400))
+    found = run_check(tmp_path, [original, copy])[1]
+    assert (found["decision"], found["matched_id"], found["distance"]) == (
+        "near_duplicate",
+        original["id"],
+        distance,
+    )
+    assert distance > 12
+    # Asked for more than the two share, the shingle hashes refuse it.
+    strict = run_check(tmp_path, [original, copy], NEWSDEDUP_MATCH_MIN_JACCARD="0.99")[1]
+    assert strict["decision"] == "unique"
 
 
 def _reworded_sentence_pair() -> tuple[dict, dict, float]:
