@@ -225,7 +225,17 @@ def test_internal_record_round_trips(
     chars,
     dated,
 ):
-    item = Analyzed(article_id, event, simhash, b"\x01" * 16, sketch, bands, shingles, chars, dated)
+    item = Analyzed(
+        article_id,
+        event,
+        simhash,
+        b"\x01" * 16,
+        sketch,
+        bands=bands,
+        shingles=shingles,
+        text_chars=chars,
+        dated=dated,
+    )
     source = Source(topic, partition, offset)
     decoded = decode_fingerprinted(domain.encode(), encode_fingerprinted(item, source))
     assert (decoded.domain, decoded.item, decoded.source) == (domain, item, source)
@@ -262,7 +272,9 @@ def test_internal_records_of_previous_versions_still_read(
 
 
 def test_internal_records_of_unknown_versions_or_cut_short_are_refused():
-    item = Analyzed("a1", T0, 42, b"\x01" * 16, b"sk", b"b" * 64, b"S" * 700, 120)
+    item = Analyzed(
+        "a1", T0, 42, b"\x01" * 16, b"sk", bands=b"b" * 64, shingles=b"S" * 700, text_chars=120
+    )
     good = encode_fingerprinted(item, Source("feed", 2, 9))
     for bad in [b"", good[:30], b"\x01" + good[1:], b"\x05" + good[1:]]:
         with pytest.raises(WireError):
