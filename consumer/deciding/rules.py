@@ -19,7 +19,7 @@ share enough shingles. The two articles' 65-byte sketches (consumer/fingerprint/
 settle a candidate whose estimate lies clearly above or below the threshold; one within
 `verify_margin` of it, and every candidate found by bands alone, is settled by the 512
 smallest shingle hashes of each article, which the index keeps on disk and reads only then:
-exact up to 512 shingles, an estimate within ±0.05 (two standard errors at J = 0.5) above.
+exact up to 512 shingles, an estimate within ±0.044 (two standard errors at J = 0.5) above.
 Short texts (headlines, one-line items) are decided on exact
 text only: two different headlines that
 share most of their words are as often different news as the same (the paraphrase sets of
