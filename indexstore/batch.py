@@ -253,12 +253,8 @@ class Batch:
         for seq, article_id, distance in candidates:
             if article_id == exclude_id:
                 continue
-            current = self._current(article_id)
-            # A row is live only while its article's current record still points at it.
-            if current is None or current.seq != seq:
-                continue
-            record = current.record
-            if start is not None and record.event_time_ms < start:
+            record = self._live_record(seq, article_id, start)
+            if record is None:
                 continue
             exact = record.content_hash == content_hash
             ranked.append(
@@ -327,11 +323,8 @@ class Batch:
         for seq, article_id, _ in candidates:
             if article_id in skipped:
                 continue
-            current = self._current(article_id)
-            if current is None or current.seq != seq:
-                continue
-            record = current.record
-            if start is not None and record.event_time_ms < start:
+            record = self._live_record(seq, article_id, start)
+            if record is None:
                 continue
             # The tables' count is an upper bound: the record's keys say how many are shared.
             shared = shared_bands(record.bands, bands)
@@ -353,6 +346,17 @@ class Batch:
             )
         ranked.sort(key=lambda item: item[0])
         return tuple(m for _, m in ranked[: max(limit, 0)])
+
+    def _live_record(self, seq: int, article_id: str, start: int | None) -> ArticleRecord | None:
+        """The record a table row found, if the row is live: its article's current record still
+        points at it (an update or a move leaves the old row behind) and is in the window."""
+        current = self._current(article_id)
+        if current is None or current.seq != seq:
+            return None
+        record = current.record
+        if start is not None and record.event_time_ms < start:
+            return None
+        return record
 
     # -- writes ---------------------------------------------------------------------------
 

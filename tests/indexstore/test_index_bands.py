@@ -5,15 +5,13 @@ tables' snapshot), shingles read back through their whole life, and the band tab
 from __future__ import annotations
 
 import struct
-import tempfile
 from pathlib import Path
-from unittest import mock
 
 import hypothesis.strategies as st
 import pytest
 import rocksdict
 from hypothesis import HealthCheck, given, settings
-from index_reference import ReferenceIndex
+from index_reference import NOW_MS, SKEW_MS, ReferenceIndex, program_index
 
 from indexstore import (
     ArticleRecord,
@@ -21,13 +19,7 @@ from indexstore import (
     IndexStore,
     IndexStoreError,
     RecordColumns,
-    snapshot,
 )
-
-NOW_MS = 20_000
-SEGMENT_MS = 1_000
-RETENTION_MS = 5_000
-SKEW_MS = 2_000
 
 # Keys 0 and 1 (and the two large ones) differ only in their low 4 bits, which the band
 # tables do not keep: a row counted as sharing them must not become a band match.
@@ -93,84 +85,66 @@ def check_shingles(store: IndexStore, ref: ReferenceIndex) -> None:
 
 
 def run_program(k: int, expected: int, program: list) -> None:
-    options = IndexOptions(
-        max_distance=k,
-        segment_ms=SEGMENT_MS,
-        retention_ms=RETENTION_MS,
-        future_skew_ms=SKEW_MS,
-        expected_articles=expected,
-        memory_bytes=8 << 20,
-    )
-    ref = ReferenceIndex(options, NOW_MS)
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        mock.patch("indexstore.tables.scan_break_even", return_value=0),
-    ):
-        store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
-        try:
-            for step in program:
-                if step[0] == "batch":
-                    _, ops, commit = step
-                    before = ref.snapshot()
-                    batch = store.begin()
-                    for op in ops:
-                        if op[0] == "put":
-                            put = record(op)
-                            batch.put(put)
-                            ref.put(put)
-                            # Its own uncommitted put: the record as put, shingles included.
-                            assert batch.lookup(put.article_id) == ref.lookup(put.article_id)
-                            assert batch.shingles(put.article_id) == ref.shingles(put.article_id)
-                        else:
-                            _, fp, ch, t, exclude, limit, bands, least, most = op
-                            got = batch.search(
-                                fp,
-                                ch,
-                                t,
-                                exclude_id=exclude,
-                                limit=limit,
-                                bands=bands,
-                                min_shared_bands=least,
-                                band_limit=most,
-                            )
-                            assert got == ref.search(fp, ch, t, exclude, limit, bands, least, most)
-                    if commit:
-                        batch.commit()
-                    else:
-                        batch.abort()
-                        ref = before
-                elif step[0] == "bulk":
-                    records = [record(op) for op in step[1]]
-                    store.bulk_put(RecordColumns.of(records))
-                    for put in records:
+    with program_index(k, expected) as index:
+        store, ref = index.store, index.ref
+        for step in program:
+            if step[0] == "batch":
+                _, ops, commit = step
+                before = ref.snapshot()
+                batch = store.begin()
+                for op in ops:
+                    if op[0] == "put":
+                        put = record(op)
+                        batch.put(put)
                         ref.put(put)
-                elif step[0] == "expire":
-                    store.expire(step[1])
-                    ref.expire(step[1])
-                else:
-                    store.close()
-                    if not step[1]:
-                        snapshot.discard(Path(tmp))
-                    store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
-                check_shingles(store, ref)
-            # A final sweep: every band set of two keys against the reference.
-            batch = store.begin()
-            for a in KEYS:
-                for b in KEYS:
-                    bands = struct.pack("<16I", *([a] * 8 + [b] * 8))
-                    for least in (1, 2, 9):
+                        # Its own uncommitted put: the record as put, shingles included.
+                        assert batch.lookup(put.article_id) == ref.lookup(put.article_id)
+                        assert batch.shingles(put.article_id) == ref.shingles(put.article_id)
+                    else:
+                        _, fp, ch, t, exclude, limit, bands, least, most = op
                         got = batch.search(
-                            0,
-                            b"\0" * 16,
-                            NOW_MS,
+                            fp,
+                            ch,
+                            t,
+                            exclude_id=exclude,
+                            limit=limit,
                             bands=bands,
                             min_shared_bands=least,
-                            band_limit=100,
+                            band_limit=most,
                         )
-                        assert got == ref.search(0, b"\0" * 16, NOW_MS, None, 1, bands, least, 100)
-            batch.abort()
-        finally:
-            store.close()
+                        assert got == ref.search(fp, ch, t, exclude, limit, bands, least, most)
+                if commit:
+                    batch.commit()
+                else:
+                    batch.abort()
+                    ref = before
+            elif step[0] == "bulk":
+                records = [record(op) for op in step[1]]
+                store.bulk_put(RecordColumns.of(records))
+                for put in records:
+                    ref.put(put)
+            elif step[0] == "expire":
+                store.expire(step[1])
+                ref.expire(step[1])
+            else:
+                store = index.reopen(discard_snapshot=not step[1])
+            check_shingles(store, ref)
+        # A final sweep: every band set of two keys against the reference.
+        batch = store.begin()
+        for a in KEYS:
+            for b in KEYS:
+                bands = struct.pack("<16I", *([a] * 8 + [b] * 8))
+                for least in (1, 2, 9):
+                    got = batch.search(
+                        0,
+                        b"\0" * 16,
+                        NOW_MS,
+                        bands=bands,
+                        min_shared_bands=least,
+                        band_limit=100,
+                    )
+                    assert got == ref.search(0, b"\0" * 16, NOW_MS, None, 1, bands, least, 100)
+        batch.abort()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import tempfile
-from unittest import mock
-
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
-from index_reference import ReferenceIndex
+from index_reference import NOW_MS, SEGMENT_MS, SKEW_MS, program_index
 
-from indexstore import ArticleRecord, IndexOptions, IndexStore
-
-NOW_MS = 20_000
-SEGMENT_MS = 1_000
-RETENTION_MS = 5_000
-SKEW_MS = 2_000
+from indexstore import ArticleRecord
 
 # Near-duplicates cluster around a few centres, so distances near k are common (adversarial);
 # the rest are uniform.
@@ -74,68 +66,51 @@ def record(article_id: str, simhash: int, content_hash: bytes, t: int) -> Articl
 
 
 def run_program(k: int, expected: int, program: list, segment_ms: int = SEGMENT_MS) -> None:
-    options = IndexOptions(
-        max_distance=k,
-        segment_ms=segment_ms,
-        retention_ms=RETENTION_MS,
-        future_skew_ms=SKEW_MS,
-        expected_articles=expected,
-        memory_bytes=8 << 20,
-    )
-    ref = ReferenceIndex(options, NOW_MS)
-    # These windows are tiny: without the patch a tables layout would be searched by a scan.
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        mock.patch("indexstore.tables.scan_break_even", return_value=0),
-    ):
-        store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
-        try:
-            for step in program:
-                if step[0] == "batch":
-                    _, ops, commit, prefetch = step
-                    before = ref.snapshot()
-                    batch = store.begin()
-                    if prefetch == "first":
-                        batch.prefetch([(op[1], op[2], op[3]) for op in ops if op[0] == "search"])
-                        batch.prefetch_records([op[1] for op in ops if op[0] == "put"])
-                    for at, op in enumerate(ops):
-                        if prefetch == "steps" and at % 3 == 0:
-                            batch.prefetch(
-                                [o[1:4] if o[0] == "search" else o[2:5] for o in ops[at : at + 4]]
-                            )
-                        if op[0] == "put":
-                            _, article_id, fp, ch, t = op
-                            assert batch.lookup(article_id) == ref.lookup(article_id)
-                            batch.put(record(article_id, fp, ch, t))
-                            ref.put(record(article_id, fp, ch, t))
-                        else:
-                            _, fp, ch, t, exclude, limit = op
-                            got = batch.search(fp, ch, t, exclude_id=exclude, limit=limit)
-                            assert got == ref.search(fp, ch, t, exclude, limit)
-                    if commit:
-                        batch.commit()
+    with program_index(k, expected, segment_ms) as index:
+        store, ref = index.store, index.ref
+        for step in program:
+            if step[0] == "batch":
+                _, ops, commit, prefetch = step
+                before = ref.snapshot()
+                batch = store.begin()
+                if prefetch == "first":
+                    batch.prefetch([(op[1], op[2], op[3]) for op in ops if op[0] == "search"])
+                    batch.prefetch_records([op[1] for op in ops if op[0] == "put"])
+                for at, op in enumerate(ops):
+                    if prefetch == "steps" and at % 3 == 0:
+                        batch.prefetch(
+                            [o[1:4] if o[0] == "search" else o[2:5] for o in ops[at : at + 4]]
+                        )
+                    if op[0] == "put":
+                        _, article_id, fp, ch, t = op
+                        assert batch.lookup(article_id) == ref.lookup(article_id)
+                        batch.put(record(article_id, fp, ch, t))
+                        ref.put(record(article_id, fp, ch, t))
                     else:
-                        batch.abort()
-                        ref = before
-                elif step[0] == "expire":
-                    store.expire(step[1])
-                    ref.expire(step[1])
+                        _, fp, ch, t, exclude, limit = op
+                        got = batch.search(fp, ch, t, exclude_id=exclude, limit=limit)
+                        assert got == ref.search(fp, ch, t, exclude, limit)
+                if commit:
+                    batch.commit()
                 else:
-                    store.close()
-                    store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
-                assert store.watermark_ms() == ref.watermark
-                for article_id in ref.records:
-                    assert store.get(article_id) == ref.lookup(article_id)
-            # A final sweep: every centre and its neighbourhood against the reference.
-            batch = store.begin()
-            for centre in CENTRES:
-                for flip in range(0, 64, 5):
-                    fp = centre ^ ((1 << flip) - 1)
-                    got = batch.search(fp, b"\0" * 16, NOW_MS, limit=100)
-                    assert got == ref.search(fp, b"\0" * 16, NOW_MS, None, 100)
-            batch.abort()
-        finally:
-            store.close()
+                    batch.abort()
+                    ref = before
+            elif step[0] == "expire":
+                store.expire(step[1])
+                ref.expire(step[1])
+            else:
+                store = index.reopen()
+            assert store.watermark_ms() == ref.watermark
+            for article_id in ref.records:
+                assert store.get(article_id) == ref.lookup(article_id)
+        # A final sweep: every centre and its neighbourhood against the reference.
+        batch = store.begin()
+        for centre in CENTRES:
+            for flip in range(0, 64, 5):
+                fp = centre ^ ((1 << flip) - 1)
+                got = batch.search(fp, b"\0" * 16, NOW_MS, limit=100)
+                assert got == ref.search(fp, b"\0" * 16, NOW_MS, None, 100)
+        batch.abort()
 
 
 # expected_articles picks the layout: small n -> plain scan, large n -> pigeonhole tables.

@@ -1,14 +1,26 @@
-"""A brute-force model of the index's semantics, for property tests against the real one.
+"""A brute-force model of the index's semantics, for property tests against the real one,
+and the real index on disk such a test runs its programs on (`program_index`).
 
 Plain dicts and a linear scan: slow and obviously right.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from unittest import mock
 
-from indexstore import ArticleRecord, IndexOptions, Match, SearchResult
+from indexstore import ArticleRecord, IndexOptions, IndexStore, Match, SearchResult, snapshot
+
+# The programs' window is tiny, so a few dozen steps cross segments and expire some.
+NOW_MS = 20_000
+SEGMENT_MS = 1_000
+RETENTION_MS = 5_000
+SKEW_MS = 2_000
 
 
 def shared_bands(a: bytes, b: bytes) -> int:
@@ -152,3 +164,45 @@ class ReferenceIndex:
                 self.records[article_id] = (rec, None, gen)
                 dropped.add(sid)
         return sorted(dropped)
+
+
+@dataclass
+class ProgramIndex:
+    """A real index on disk beside its model: what a property test runs a program on."""
+
+    path: Path
+    options: IndexOptions
+    ref: ReferenceIndex
+    store: IndexStore
+
+    def reopen(self, discard_snapshot: bool = False) -> IndexStore:
+        """Close and open it again, after throwing its tables' snapshot away if asked (the
+        tables are then rebuilt from the records)."""
+        self.store.close()
+        if discard_snapshot:
+            snapshot.discard(self.path)
+        self.store = IndexStore.open(self.path, self.options, clock=lambda: NOW_MS)
+        return self.store
+
+
+@contextlib.contextmanager
+def program_index(k: int, expected: int, segment_ms: int = SEGMENT_MS) -> Iterator[ProgramIndex]:
+    options = IndexOptions(
+        max_distance=k,
+        segment_ms=segment_ms,
+        retention_ms=RETENTION_MS,
+        future_skew_ms=SKEW_MS,
+        expected_articles=expected,
+        memory_bytes=8 << 20,
+    )
+    # These windows are tiny: without the patch a tables layout would be searched by a scan.
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch("indexstore.tables.scan_break_even", return_value=0),
+    ):
+        store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
+        index = ProgramIndex(Path(tmp), options, ReferenceIndex(options, NOW_MS), store)
+        try:
+            yield index
+        finally:
+            index.store.close()
