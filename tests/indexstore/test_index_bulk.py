@@ -11,13 +11,11 @@ from pathlib import Path
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
+from index_reference import NOW_MS, SEGMENT_MS, SKEW_MS
+from index_reference import program_options as options
 
 from indexstore import ArticleRecord, IndexOptions, IndexStore, IndexStoreError, RecordColumns
 
-NOW_MS = 20_000
-SEGMENT_MS = 1_000
-RETENTION_MS = 5_000
-SKEW_MS = 2_000
 POSITION = "changelog"
 CENTRES = (0x0123_4567_89AB_CDEF, 0xFFFF_FFFF_0000_0000)
 IDS = [f"a{i}" for i in range(16)]
@@ -66,17 +64,6 @@ steps = st.lists(
     ),
     max_size=10,
 )
-
-
-def options(k: int, expected: int, segment_ms: int) -> IndexOptions:
-    return IndexOptions(
-        max_distance=k,
-        segment_ms=segment_ms,
-        retention_ms=RETENTION_MS,
-        future_skew_ms=SKEW_MS,
-        expected_articles=expected,
-        memory_bytes=8 << 20,
-    )
 
 
 def put_each(store: IndexStore, chunk: list[ArticleRecord], position: int, skip: bool) -> int:

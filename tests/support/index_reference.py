@@ -185,9 +185,8 @@ class ProgramIndex:
         return self.store
 
 
-@contextlib.contextmanager
-def program_index(k: int, expected: int, segment_ms: int = SEGMENT_MS) -> Iterator[ProgramIndex]:
-    options = IndexOptions(
+def program_options(k: int, expected: int, segment_ms: int = SEGMENT_MS) -> IndexOptions:
+    return IndexOptions(
         max_distance=k,
         segment_ms=segment_ms,
         retention_ms=RETENTION_MS,
@@ -195,6 +194,11 @@ def program_index(k: int, expected: int, segment_ms: int = SEGMENT_MS) -> Iterat
         expected_articles=expected,
         memory_bytes=8 << 20,
     )
+
+
+@contextlib.contextmanager
+def program_index(k: int, expected: int, segment_ms: int = SEGMENT_MS) -> Iterator[ProgramIndex]:
+    options = program_options(k, expected, segment_ms)
     # These windows are tiny: without the patch a tables layout would be searched by a scan.
     with (
         tempfile.TemporaryDirectory() as tmp,
