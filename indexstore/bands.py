@@ -19,13 +19,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from indexstore import encoding as enc
-from indexstore.runs import interleave
+from indexstore.runs import MERGE_RATIO, interleave
 
 BAND_SHIFT = 60
 KEY_DROP = 4  # low bits of a key not kept
 ROW_BITS = 32
 ROW_MASK = np.uint64((1 << ROW_BITS) - 1)
-MERGE_RATIO = 2
 
 _EMPTY = np.empty(0, dtype=np.int64)
 

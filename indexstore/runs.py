@@ -11,6 +11,11 @@ import numpy as np
 from indexstore.layout import Layout, bucket_bits
 from indexstore.probe import bucket
 
+# A new run merges into the previous one while that one is at most this many times larger:
+# keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
+# The SimHash tables (tables.py) and the band tables (bands.py) both merge by it.
+MERGE_RATIO = 2
+
 _EMPTY = np.empty(0, dtype=np.int64)
 _EMPTY_U64 = np.empty(0, dtype=np.uint64)
 

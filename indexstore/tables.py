@@ -27,11 +27,8 @@ import numpy as np
 from indexstore.bands import BandTables
 from indexstore.layout import BUCKET_US, PROBE_US, SCAN_US, Layout
 from indexstore.probe import compare, probe, probe_masks
-from indexstore.runs import Run, make_run, merge
+from indexstore.runs import MERGE_RATIO, Run, make_run, merge
 
-# A new run merges into the previous one while that one is at most this many times larger:
-# keeps run sizes geometric, so there are O(log n) runs and each row is re-sorted O(log n) times.
-MERGE_RATIO = 2
 # Appended rows wait for a search at most up to this many: sorting a run needs ~30 bytes of
 # temporary arrays per row, so a restore of hundreds of millions of rows sorts runs of this
 # size and merges them, rather than needing gigabytes for one sort at its end.
