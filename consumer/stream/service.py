@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -170,17 +169,16 @@ class Service:
         self.runtime.admin = self._admin
         try:
             self._serve_with(self._admin)
-        except KafkaFatalError as refused:
-            # A refused client keeps reconnecting, each attempt one more failed login in the
-            # broker's log, until it is destroyed; the shutdown ahead (the workers, the index)
-            # takes a while. librdkafka destroys it with its last reference, and frames in the
-            # tracebacks of the error and of the errors it was raised while handling hold some.
-            error: BaseException | None = refused
-            while error is not None:
-                traceback.clear_frames(error.__traceback__)
-                error = error.__cause__ or error.__context__
-            self._admin = self.runtime.admin = None
-            raise
+            return
+        except KafkaFatalError as error:
+            refusal = str(error)
+        # A refused client keeps reconnecting, each attempt one more failed login in the
+        # broker's log, until librdkafka destroys it with its last reference; the shutdown
+        # ahead (the workers, the index) takes a while. The error raised here holds no frame
+        # below this one: the caught one did, and frames keep the functions they ran, with the
+        # client in their closures, even once cleared. So it is dropped, and the client with it.
+        self._admin = self.runtime.admin = None
+        raise KafkaFatalError(refusal) from None
 
     def _serve_with(self, admin: AdminClient) -> None:
         kafka = self.config.kafka
