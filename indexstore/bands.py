@@ -78,13 +78,18 @@ class BandTables:
             place = np.searchsorted(older, newer) + np.arange(len(newer))
             self.runs[-1] = interleave(older, newer, place)
 
-    def search(self, bands: bytes) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, shared): every row with an entry equal to one of the query's band keys and
-        how many of them (an upper bound, see above), dead rows included, by row."""
+    def search(self, queries: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query, row, shared) of every row with an entry equal to one of a query's band keys,
+        and how many of them (an upper bound, see above), dead rows included, by query then
+        row. One binary search per run answers every key of every query: a batch's band
+        probe costs a few array operations, not a few per article."""
         self.sort_appended()
-        if not self.runs or not bands:
-            return _EMPTY, _EMPTY
-        low = _prefixes(band_keys(bands))
+        asked = [i for i, bands in enumerate(queries) if bands]
+        if not self.runs or not asked:
+            return _EMPTY, _EMPTY, _EMPTY
+        low = entries(np.asarray(asked, dtype=np.uint32), [queries[i] for i in asked])
+        owner = low & ROW_MASK  # the query index stands where a row id does in an entry
+        low ^= owner
         high = low | ROW_MASK
         found = []
         for run in self.runs:
@@ -94,11 +99,12 @@ class BandTables:
             if not total:
                 continue
             at = np.repeat(begin - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
-            found.append((run[at] & ROW_MASK).astype(np.int64))
+            found.append((np.repeat(owner, sizes) << np.uint64(ROW_BITS)) | (run[at] & ROW_MASK))
         if not found:
-            return _EMPTY, _EMPTY
-        rows, shared = np.unique(np.concatenate(found), return_counts=True)
-        return rows, shared.astype(np.int64)
+            return _EMPTY, _EMPTY, _EMPTY
+        pairs, shared = np.unique(np.concatenate(found), return_counts=True)
+        query = (pairs >> np.uint64(ROW_BITS)).astype(np.int64)
+        return query, (pairs & ROW_MASK).astype(np.int64), shared.astype(np.int64)
 
     def compact(self, keep: np.ndarray, new_id: np.ndarray) -> None:
         """Drop the entries of rows not kept and renumber the rest by `new_id`: the new ids

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
@@ -48,9 +48,9 @@ class CommittedIndex(Protocol):
     def nearest(self, simhashes: Sequence[int]) -> list[list[Candidate]]:
         """For each simhash, its closest committed rows within k, a bounded number of them."""
 
-    def band_nearest(self, bands: bytes, min_shared: int) -> list[BandCandidate]:
-        """The committed rows sharing about `min_shared` or more of these band keys, those
-        sharing most first, a bounded number of them."""
+    def band_nearest(self, queries: Sequence[bytes], min_shared: int) -> list[list[BandCandidate]]:
+        """For each query's band keys, the committed rows sharing about `min_shared` or more
+        of them, those sharing most first, a bounded number of them."""
 
     def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
         """The stored shingles of the committed rows (segment, seq), None where none."""
@@ -118,8 +118,10 @@ class Batch:
         # Band i's key k (as i << 32 | k) -> the rows above holding it.
         self._rows_by_band: dict[int, list[int]] = defaultdict(list)
         self._positions: dict[str, int] = {}
-        # Prefetched committed neighbours of each probe.
+        # Prefetched committed neighbours of each probe, and committed rows sharing band keys
+        # with each probe's (by band keys and the least number shared).
         self._hits: dict[int, list[Candidate]] = {}
+        self._band_hits: dict[tuple[bytes, int], list[BandCandidate]] = {}
         # Prefetched probes -> the probes within k of them, so a search finds this batch's
         # own rows by dict lookups instead of a scan; rows of other fingerprints are scanned.
         self._neighbours: dict[int, list[int]] = {}
@@ -166,7 +168,7 @@ class Batch:
                     found[article_id] = raw
         return found
 
-    def prefetch_records(self, article_ids: Sequence[str]) -> None:
+    def prefetch_records(self, article_ids: Iterable[str]) -> None:
         """Read the committed records of these ids with one multi-get per generation, so the
         batch's later `lookup()` and `put()` calls do not each go to RocksDB. Optional."""
         self._check()
@@ -175,6 +177,26 @@ class Batch:
             found = self._index.read_many(wanted)
             for article_id in wanted:
                 self._committed[article_id] = found.get(article_id)
+
+    def prefetch_bands(self, queries: Sequence[bytes], min_shared: int) -> None:
+        """Search the committed band tables for all these band keys at once, and fetch what
+        the hits point at, so the batch's searches with bands do neither. Optional."""
+        self._check()
+        if min_shared < 1:
+            raise IndexStoreError(f"min_shared_bands must be at least 1, got {min_shared}")
+        wanted = [
+            bands
+            for bands in dict.fromkeys(queries)
+            if bands and (bands, min_shared) not in self._band_hits
+        ]
+        for bands in wanted:
+            enc.check_bands(len(bands))
+        if not wanted:
+            return
+        found = self._index.band_nearest(wanted, min_shared)
+        self.prefetch_records(c.article_id for hits in found for c in hits)
+        for bands, hits in zip(wanted, found, strict=True):
+            self._band_hits[bands, min_shared] = hits
 
     def prefetch(self, probes: Sequence[tuple[int, bytes, int]]) -> None:
         """Search the committed tables for all probes at once and fetch what the hits point at."""
@@ -298,15 +320,8 @@ class Batch:
         skipped: set[str],
         start: int | None,
     ) -> tuple[Match, ...]:
-        enc.check_bands(len(bands))
-        if min_shared < 1:
-            raise IndexStoreError(f"min_shared_bands must be at least 1, got {min_shared}")
-        candidates = self._index.band_nearest(bands, min_shared)
-        unknown = [c.article_id for c in candidates if c.article_id not in self._committed]
-        if unknown:
-            records = self._index.read_many(unknown)
-            for article_id in unknown:
-                self._committed[article_id] = records.get(article_id)
+        self.prefetch_bands([bands], min_shared)
+        candidates = list(self._band_hits[bands, min_shared])
         if self._rows_by_band:
             rows_by_band = self._rows_by_band
             keys = np.frombuffer(bands, dtype="<u4").tolist()
@@ -535,15 +550,6 @@ class Batch:
     def _collect(self, simhashes: list[int]) -> None:
         """Committed neighbours of `simhashes`, with their article ids and records fetched."""
         found = self._index.nearest(simhashes)
-        unknown = [
-            hit.article_id
-            for hits in found
-            for hit in hits
-            if hit.article_id not in self._committed
-        ]
-        if unknown:
-            records = self._index.read_many(unknown)
-            for article_id in unknown:
-                self._committed[article_id] = records.get(article_id)
+        self.prefetch_records(hit.article_id for hits in found for hit in hits)
         for simhash, hits in zip(simhashes, found, strict=True):
             self._hits[simhash] = hits

@@ -51,21 +51,21 @@ def nearest(
 
 
 def band_nearest(
-    tables: SearchTables, catalog: Catalog, bands: bytes, min_shared: int
-) -> list[BandCandidate]:
-    """The committed rows sharing at least `min_shared` of these band keys (an upper-bound
-    count, see indexstore.bands): the MAX_BAND_HITS_PER_QUERY sharing most, of those whose
-    article id is still stored."""
-    rows, shared = tables.band_search(bands, min_shared, MAX_BAND_HITS_PER_QUERY)
+    tables: SearchTables, catalog: Catalog, queries: Sequence[bytes], min_shared: int
+) -> list[list[BandCandidate]]:
+    """For each query's band keys, the committed rows sharing at least `min_shared` of them
+    (an upper-bound count, see indexstore.bands): the MAX_BAND_HITS_PER_QUERY sharing most,
+    of those whose article id is still stored."""
+    query, rows, shared = tables.band_search(queries, min_shared, MAX_BAND_HITS_PER_QUERY)
+    found: list[list[BandCandidate]] = [[] for _ in queries]
     if not len(rows):
-        return []
+        return found
     seqs = tables.seq[rows].tolist()
     ids = catalog.row_ids(tables.seg[rows].tolist(), seqs)
-    return [
-        BandCandidate(seq, article_id, n)
-        for seq, article_id, n in zip(seqs, ids, shared.tolist(), strict=True)
-        if article_id is not None
-    ]
+    for q, seq, article_id, n in zip(query.tolist(), seqs, ids, shared.tolist(), strict=True):
+        if article_id is not None:
+            found[q].append(BandCandidate(seq, article_id, n))
+    return found
 
 
 def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:

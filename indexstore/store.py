@@ -559,8 +559,8 @@ class _BatchAccess:
     def nearest(self, simhashes: Sequence[int]) -> list[list[Candidate]]:
         return nearest(self._store._tables, self._store._catalog, simhashes)
 
-    def band_nearest(self, bands: bytes, min_shared: int) -> list[BandCandidate]:
-        return band_nearest(self._store._tables, self._store._catalog, bands, min_shared)
+    def band_nearest(self, queries: Sequence[bytes], min_shared: int) -> list[list[BandCandidate]]:
+        return band_nearest(self._store._tables, self._store._catalog, queries, min_shared)
 
     def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
         return self._store._catalog.read_shingles(segments, seqs)

@@ -143,15 +143,20 @@ class SearchTables:
         self.bands.append(rows, [b for b, k in zip(bands, known.tolist(), strict=True) if k])
         self.bands.sort_appended()
 
-    def band_search(self, bands: bytes, min_shared: int, limit: int) -> tuple[np.ndarray, ...]:
-        """(rows, shared) of the live rows sharing at least `min_shared` of these band keys
-        (by the tables' upper-bound count, bands.py): the `limit` sharing most, then earliest
-        inserted, in that order."""
-        rows, shared = self.bands.search(bands)
+    def band_search(
+        self, queries: Sequence[bytes], min_shared: int, limit: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query, row, shared) of the live rows sharing at least `min_shared` of a query's
+        band keys (by the tables' upper-bound count, bands.py): for each query, the `limit`
+        sharing most, then earliest inserted, in that order."""
+        query, rows, shared = self.bands.search(queries)
         keep = (shared >= min_shared) & (self.seg[rows] != DEAD)
-        rows, shared = rows[keep], shared[keep]
-        order = np.lexsort((self.seq[rows], -shared))[: max(limit, 0)]
-        return rows[order], shared[order]
+        query, rows, shared = query[keep], rows[keep], shared[keep]
+        order = np.lexsort((self.seq[rows], -shared, query))
+        by_query = query[order]
+        rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
+        order = order[rank < max(limit, 0)]
+        return query[order], rows[order], shared[order]
 
     def sort_appended(self) -> None:
         """Sort the rows appended since the last search into a run now, not at that search."""

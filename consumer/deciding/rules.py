@@ -33,6 +33,7 @@ punctuation, spacing or leftover markup has another content hash but the same le
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from consumer.config import MatchConfig
@@ -134,6 +135,20 @@ def _accepts(
     return similarity >= need
 
 
+def _searches_bands(rules: MatchRules) -> bool:
+    return rules.band_candidates > 0 and rules.min_jaccard > 0
+
+
+def prefetch(batch: Batch, items: Sequence[Analyzed], rules: MatchRules = DEFAULT_RULES) -> None:
+    """Read at once what `decide` will read of the committed index for these articles, each
+    kind of read vectorized over them: the candidates of every fingerprint and of every set
+    of band keys, and the records of every id (re-deliveries and updates)."""
+    batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in items])
+    if _searches_bands(rules):
+        batch.prefetch_bands([a.bands for a in items], rules.band_min_shared)
+    batch.prefetch_records([a.id for a in items])
+
+
 def decide(
     batch: Batch,
     item: Analyzed,
@@ -149,7 +164,7 @@ def decide(
         first = now_ms if kept.processed_at_ms is None else kept.processed_at_ms
         again = _decision(prior, kept, source, first)
         return again, _corrections_again(batch, prior.article_id, kept, source)
-    bands = rules.band_candidates > 0 and rules.min_jaccard > 0
+    bands = _searches_bands(rules)
     result = batch.search(
         item.simhash,
         item.content_hash,

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from consumer.config import Config
 from consumer.deciding.decision import Decision
-from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, match_rules
+from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, match_rules, prefetch
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.changelog import RestoreResult, restore_partition
@@ -148,8 +148,7 @@ class Decider:
         for (partition, domain), mine in grouped.items():
             store = self.stores.store(partition, domain)
             batch = batches[(partition, domain)] = store.begin(watermark_follows_puts=False)
-            batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in mine])
-            batch.prefetch_records([a.id for a in mine])
+            prefetch(batch, mine, self.rules)
             if partition in self.delivered:
                 batch.set_position(CHANGELOG_POSITION, self.delivered[partition])
         now_ms = wall_clock_ms()

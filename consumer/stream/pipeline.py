@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, Source
-from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide
+from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, prefetch
 from consumer.stream.parsing import Invalid
 from consumer.stream.workers import Analyzer
 from indexstore import Batch, IndexStore
@@ -109,12 +109,8 @@ class Pipeline:
             outcomes: list[Outcome] = []
             corrections: list[Decision] = []
             next_offsets: dict[str, int] = {}
-            # Both reads vectorized over the batch: candidates for every fingerprint, and the
-            # records of every id (re-deliveries and updates).
             items = [_dated(e) for e in entries]
-            valid = [a for a in items if isinstance(a, Analyzed)]
-            batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in valid])
-            batch.prefetch_records([a.id for a in valid])
+            prefetch(batch, [a for a in items if isinstance(a, Analyzed)], self.rules)
             for entry, item in zip(entries, items, strict=True):
                 message = entry.message
                 if entry.stream_time_ms is not None:

@@ -54,8 +54,12 @@ search_op = st.tuples(
     st.sampled_from([1, 2, 5, 16]),
     st.sampled_from([1, 4, 100]),
 )
+# The last flag: the batch first prefetches the band candidates of all its searches at once.
 batch_step = st.tuples(
-    st.just("batch"), st.lists(st.one_of(put_op, search_op), max_size=10), st.booleans()
+    st.just("batch"),
+    st.lists(st.one_of(put_op, search_op), max_size=10),
+    st.booleans(),
+    st.booleans(),
 )
 bulk_step = st.tuples(st.just("bulk"), st.lists(put_op, max_size=8))
 expire_step = st.tuples(st.just("expire"), st.one_of(st.none(), st.integers(0, NOW_MS)))
@@ -89,9 +93,13 @@ def run_program(k: int, expected: int, program: list) -> None:
         store, ref = index.store, index.ref
         for step in program:
             if step[0] == "batch":
-                _, ops, commit = step
+                _, ops, commit, prefetched = step
                 before = ref.snapshot()
                 batch = store.begin()
+                if prefetched:
+                    searches = [op for op in ops if op[0] == "search"]
+                    for least in {op[7] for op in searches}:
+                        batch.prefetch_bands([op[6] for op in searches], least)
                 for op in ops:
                     if op[0] == "put":
                         put = record(op)
@@ -131,6 +139,8 @@ def run_program(k: int, expected: int, program: list) -> None:
             check_shingles(store, ref)
         # A final sweep: every band set of two keys against the reference.
         batch = store.begin()
+        every = [struct.pack("<16I", *([a] * 8 + [b] * 8)) for a in KEYS for b in KEYS]
+        batch.prefetch_bands(every, 2)  # 2 searched from the prefetch, 1 and 9 one by one
         for a in KEYS:
             for b in KEYS:
                 bands = struct.pack("<16I", *([a] * 8 + [b] * 8))

@@ -242,3 +242,65 @@ def test_a_window_far_smaller_than_expected_is_scanned() -> None:
     layout = choose_layout(12, 1_000_000)
     assert 5_000 < scan_break_even(layout) < 100_000
     assert scan_break_even(choose_layout(3, 1_000_000)) < 5_000
+
+
+# Keys that differ only in the low 4 bits the band tables drop, and ones that differ above.
+BAND_KEYS = (0, 1, 16, 17, 0xFFFF_FFF0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    batches=st.lists(st.integers(1, 60), min_size=1, max_size=8),
+    drops=st.lists(st.integers(0, 3), max_size=2),
+    queries=st.integers(0, 12),
+    min_shared=st.integers(1, 6),
+    limit=st.integers(0, 8),
+)
+def test_a_batch_of_band_queries_equals_brute_force(
+    seed: int, batches: list[int], drops: list[int], queries: int, min_shared: int, limit: int
+) -> None:
+    """Every query answered in one call: for each, the live rows sharing at least
+    `min_shared` keys (compared without their low 4 bits), most shared first, then earliest
+    inserted, at most `limit`; rows of a query with no keys, or of none, never answer."""
+    rng = np.random.default_rng(seed)
+    keys = np.array(BAND_KEYS, dtype="<u4")
+
+    def band_set() -> bytes:
+        return keys[rng.integers(0, len(keys), 16)].tobytes() if rng.random() < 0.9 else b""
+
+    tables = SearchTables(choose_layout(3, 1_000_000), scan_below=0)
+    rows: list[bytes] = []  # by seq
+    row_segs: list[int] = []
+    for i, size in enumerate(batches):
+        bands = [band_set() for _ in range(size)]
+        seqs = np.arange(len(rows), len(rows) + size, dtype=np.uint64)
+        segs = np.full(size, i % 4, dtype=np.int64)
+        tables.append(rng.integers(0, 2**64, size, dtype=np.uint64), segs, seqs, bands)
+        rows += bands
+        row_segs += segs.tolist()
+        if rng.random() < 0.5:
+            tables.sort_appended()  # several runs, some merged
+    tables.drop_segments(drops)
+    dead = set(drops)
+    asked = [band_set() for _ in range(queries)]
+
+    query, found, shared = tables.band_search(asked, min_shared, limit)
+
+    for q, bands in enumerate(asked):
+        want = []
+        for seq, row_bands in enumerate(rows):
+            if not bands or not row_bands or row_segs[seq] in dead:
+                continue
+            pairs = zip(
+                np.frombuffer(bands, "<u4").tolist(),
+                np.frombuffer(row_bands, "<u4").tolist(),
+                strict=True,
+            )
+            n = sum(a >> 4 == b >> 4 for a, b in pairs)
+            if n >= min_shared:
+                want.append((-n, seq, n))
+        want.sort()
+        mine = query == q
+        got = list(zip(tables.seq[found[mine]].tolist(), shared[mine].tolist(), strict=True))
+        assert got == [(seq, n) for _, seq, n in want[:limit]]
