@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from indexstore import encoding as enc
-from indexstore.bands import shared_bands
+from indexstore.bands import BandTables, shared_bands
 from indexstore.commit import (
     BandCandidate,
     Candidate,
@@ -115,8 +115,9 @@ class Batch:
         self._row_bands: list[bytes] = []
         self._row_shingles: list[bytes] = []
         self._rows_by_fp: dict[int, list[int]] = defaultdict(list)
-        # Band i's key k (as i << 32 | k) -> the rows above holding it.
-        self._rows_by_band: dict[int, list[int]] = defaultdict(list)
+        # The rows above by their band keys, and those whose keys are no band probe's.
+        self._rows_by_bands: dict[bytes, list[int]] = defaultdict(list)
+        self._band_unprobed: list[int] = []
         self._positions: dict[str, int] = {}
         # Prefetched committed neighbours of each probe, and committed rows sharing band keys
         # with each probe's (by band keys and the least number shared).
@@ -130,6 +131,11 @@ class Batch:
         # only its new probes, so a batch costs time linear in its length, not quadratic.
         self._probes: list[int] = []
         self._among = SearchTables(start.layout)
+        # The same for band keys: the band probes (row i of _bands_among is _band_probes[i])
+        # and, for each, the probes sharing keys with it and how many (an upper bound).
+        self._band_probes: list[bytes] = []
+        self._bands_among = BandTables()
+        self._band_neighbours: dict[bytes, list[tuple[int, int]]] = {}
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -197,6 +203,28 @@ class Batch:
         self.prefetch_records(c.article_id for hits in found for c in hits)
         for bands, hits in zip(wanted, found, strict=True):
             self._band_hits[bands, min_shared] = hits
+        self._probe_bands_among([b for b in wanted if b not in self._band_neighbours])
+
+    def _probe_bands_among(self, fresh: list[bytes]) -> None:
+        """Make `fresh` band probes, each searched among all probes at once, so a search
+        finds this batch's rows sharing its keys by dict lookups (prefetch does the same for
+        fingerprints)."""
+        if not fresh:
+            return
+        first = len(self._band_probes)
+        self._band_probes += fresh
+        for bands in fresh:
+            self._band_neighbours[bands] = []
+        self._bands_among.append(np.arange(first, len(self._band_probes), dtype=np.uint32), fresh)
+        query, row, shared = self._bands_among.search(fresh)
+        for q, r, n in zip(query.tolist(), row.tolist(), shared.tolist(), strict=True):
+            self._band_neighbours[fresh[q]].append((r, n))
+            if r < first:
+                # An earlier probe, whose list was made before this one existed.
+                self._band_neighbours[self._band_probes[r]].append((first + q, n))
+        self._band_unprobed = [
+            i for i in self._band_unprobed if self._row_bands[i] not in self._band_neighbours
+        ]
 
     def prefetch(self, probes: Sequence[tuple[int, bytes, int]]) -> None:
         """Search the committed tables for all probes at once and fetch what the hits point at."""
@@ -322,18 +350,22 @@ class Batch:
     ) -> tuple[Match, ...]:
         self.prefetch_bands([bands], min_shared)
         candidates = list(self._band_hits[bands, min_shared])
-        if self._rows_by_band:
-            rows_by_band = self._rows_by_band
-            keys = np.frombuffer(bands, dtype="<u4").tolist()
-            counts: dict[int, int] = defaultdict(int)
-            for band, key in enumerate(keys):
-                for i in rows_by_band.get(band << 32 | key, ()):
-                    counts[i] += 1
-            candidates.extend(
-                BandCandidate(self._row_seq[i], self._row_id[i], n)
-                for i, n in counts.items()
+        if self._row_bands:
+            # This batch's rows: those of the probes sharing enough keys (an upper bound,
+            # counted again below), and those of no probe, counted here.
+            probes, rows_by_bands = self._band_probes, self._rows_by_bands
+            close = [
+                i
+                for p, n in self._band_neighbours[bands]
                 if n >= min_shared
-            )
+                for i in rows_by_bands.get(probes[p], ())
+            ]
+            close += [
+                i
+                for i in self._band_unprobed
+                if shared_bands(self._row_bands[i], bands) >= min_shared
+            ]
+            candidates.extend(BandCandidate(self._row_seq[i], self._row_id[i], 0) for i in close)
         ranked = []
         for seq, article_id, _ in candidates:
             if article_id in skipped:
@@ -412,8 +444,9 @@ class Batch:
             self._row_bands.append(record.bands)
             self._row_shingles.append(record.shingles)
             if record.bands:
-                for band, key in enumerate(np.frombuffer(record.bands, dtype="<u4").tolist()):
-                    self._rows_by_band[band << 32 | key].append(n)
+                self._rows_by_bands[record.bands].append(n)
+                if record.bands not in self._band_neighbours:
+                    self._band_unprobed.append(n)
             if self._watermark_follows_puts:
                 self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = Stored(record, seq, gen)

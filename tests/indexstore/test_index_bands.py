@@ -34,6 +34,14 @@ def band_sets(draw: st.DrawFn) -> bytes:
     )
 
 
+# Band sets that articles of a batch share whole, as copies do: a put's keys are then a
+# search's, and the batch finds its own rows through its band probes.
+SHARED_SETS = [
+    struct.pack("<16I", *([a] * 8 + [b] * 8))
+    for a, b in ((0, 1), (0, 16), (1, 0xFFFF_FFF0), (16, 0xFFFF_FFFF))
+]
+some_bands = st.sampled_from(SHARED_SETS) | band_sets()
+
 fingerprints = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 3, 2**64 - 1])
 content_hashes = st.sampled_from([bytes([i]) * 16 for i in range(2)])
 times = st.integers(0, NOW_MS + 2 * SKEW_MS)
@@ -41,7 +49,7 @@ ids = st.sampled_from([f"a{i}" for i in range(10)])
 shingle_values = st.sampled_from([b"", b"S", b"SC\x03\x01\xff"]) | st.binary(max_size=40)
 
 put_op = st.tuples(
-    st.just("put"), ids, fingerprints, content_hashes, times, band_sets(), shingle_values
+    st.just("put"), ids, fingerprints, content_hashes, times, some_bands, shingle_values
 )
 search_op = st.tuples(
     st.just("search"),
@@ -50,8 +58,8 @@ search_op = st.tuples(
     times,
     st.one_of(st.none(), ids),
     st.sampled_from([0, 1, 3]),
-    band_sets(),
-    st.sampled_from([1, 2, 5, 16]),
+    some_bands,
+    st.sampled_from([1, 2, 5, 8, 16]),
     st.sampled_from([1, 4, 100]),
 )
 # The last flag: the batch first prefetches the band candidates of all its searches at once.
@@ -202,6 +210,39 @@ def stored_shingles(path: Path) -> list[bytes]:
 def shingles_of(store: IndexStore, article_id: str) -> bytes | None:
     with store.begin() as batch:
         return batch.shingles(article_id)
+
+
+def test_a_batch_finds_its_own_rows_by_band_keys_whichever_was_probed_first(
+    tmp_path: Path,
+) -> None:
+    # Three band sets: `both` shares its first 8 keys with `first` and its last 8 with `last`.
+    first = struct.pack("<16I", *([1] * 8 + [2] * 8))
+    both = struct.pack("<16I", *([1] * 8 + [3] * 8))
+    last = struct.pack("<16I", *([4] * 8 + [3] * 8))
+    never = struct.pack("<16I", *([1] * 8 + [5] * 8))  # never a probe's
+    store = open_store(tmp_path / "index")
+    with store.begin() as batch:
+
+        def found(bands: bytes, least: int, limit: int = 4) -> list[tuple[str, int]]:
+            far = 7 ^ (2**64 - 1)  # the records are at 7: no SimHash match hides one
+            result = batch.search(
+                far, b"q" * 16, NOW, bands=bands, min_shared_bands=least, band_limit=limit
+            )
+            return [(m.article_id, m.shared_bands) for m in result.band_matches]
+
+        batch.prefetch_bands([first], 2)
+        batch.put(rec("a", NOW - 4, b"", first))  # keys of a probe
+        batch.put(rec("b", NOW - 3, b"", both))  # keys of no probe yet
+        batch.put(rec("d", NOW - 2, b"", never))
+        assert found(first, 8) == [("a", 16), ("b", 8), ("d", 8)]
+        assert found(first, 16) == [("a", 16)]
+        batch.prefetch_bands([both, last], 2)  # "b" now has a probe's keys, probed after
+        batch.put(rec("c", NOW - 1, b"", last))
+        assert found(first, 8) == [("a", 16), ("b", 8), ("d", 8)]
+        assert found(last, 8) == [("c", 16), ("b", 8)]
+        assert found(both, 9) == [("b", 16)]
+        assert found(both, 8, limit=5) == [("b", 16), ("a", 8), ("d", 8), ("c", 8)]
+    store.close()
 
 
 def test_shingles_live_and_die_with_their_row(tmp_path: Path) -> None:
