@@ -14,6 +14,7 @@ It may import numpy and indexstore.encoding and .runs.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -138,8 +139,13 @@ class BandTables:
 
 
 def shared_bands(a: bytes, b: bytes) -> int:
-    """How many bands two records share: key i equal in both."""
-    size = min(len(a), len(b)) // enc.BAND_KEY_BYTES * enc.BAND_KEY_BYTES
-    if not size:
+    """How many bands two records share: key i equal in both. Plain words, not NumPy: it runs
+    for each candidate, where making arrays would cost more than comparing 16 keys."""
+    count = min(len(a), len(b)) // enc.BAND_KEY_BYTES
+    if not count:
         return 0
-    return int(np.count_nonzero(band_keys(a[:size]) == band_keys(b[:size])))
+    words = _WORDS.get(count) or struct.Struct(f"<{count}I")
+    return sum(x == y for x, y in zip(words.unpack_from(a), words.unpack_from(b), strict=True))
+
+
+_WORDS = {16: struct.Struct("<16I")}
