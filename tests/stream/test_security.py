@@ -189,11 +189,12 @@ def test_wrong_password_stops_the_service_with_one_clear_line(secure, topics, tm
         assert secret not in log, "a password appears in the service log"
 
 
-def test_a_broker_certificate_from_another_ca_stops_the_service(secure, topics, tmp_path):
-    # A CA of its own that never signed the broker's certificate: TLS must refuse to talk.
+def _trusting_another_ca(secure: SecureBroker, topics: Topics, tmp_path: Path) -> ServiceProcess:
+    """A service that trusts a CA of its own, which never signed the broker's certificate:
+    TLS must refuse to talk."""
     other_ca, _ = make_certificates(tmp_path / "other-ca", new_password("unused"))
     settings = {**secure.scram_config(), "ssl.ca.location": str(other_ca)}
-    service = ServiceProcess(
+    return ServiceProcess(
         secure.bootstrap,
         topics,
         tmp_path / "state",
@@ -201,6 +202,10 @@ def test_a_broker_certificate_from_another_ca_stops_the_service(secure, topics, 
         group_id=f"g-{uuid.uuid4().hex[:8]}",
         **_client_env(settings),
     )
+
+
+def test_a_broker_certificate_from_another_ca_stops_the_service(secure, topics, tmp_path):
+    service = _trusting_another_ca(secure, topics, tmp_path)
     logins_before = _failed_logins(secure, "Authentication failed")
     handshakes_before = _failed_logins(secure, "SSL handshake failed")
     started = time.monotonic()
@@ -228,17 +233,7 @@ def test_a_refused_client_is_destroyed_before_its_error_leaves_the_service(
     # attempt one more failed handshake in the broker's log. The error may outlive the
     # service by a while (the command line holds it through the shutdown of the workers and
     # the index); nothing in it may keep the refused client alive.
-    other_ca, _ = make_certificates(tmp_path / "other-ca", new_password("unused"))
-    settings = {**secure.scram_config(), "ssl.ca.location": str(other_ca)}
-    process = ServiceProcess(
-        secure.bootstrap,
-        topics,
-        tmp_path / "state",
-        tmp_path / "service.log",
-        group_id=f"g-{uuid.uuid4().hex[:8]}",
-        **_client_env(settings),
-    )
-    service = Service(load_config(environ=process.env))
+    service = Service(load_config(environ=_trusting_another_ca(secure, topics, tmp_path).env))
     with pytest.raises(KafkaFatalError, match="certificate verify failed") as refused:
         service.run()
     time.sleep(0.5)  # an attempt in flight at the refusal reaches the broker's log
