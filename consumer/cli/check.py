@@ -101,9 +101,16 @@ def run_check(args: argparse.Namespace) -> int:
         dlq = stack.enter_context(open(args.dlq, "w", encoding="utf-8")) if args.dlq else None
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="newsdedup-check-"))
         # A small file is fingerprinted here: starting the workers would cost more than all
-        # of its fingerprinting. They start once it has taken INLINE_FINGERPRINT_S.
+        # of its fingerprinting. They start once it has taken INLINE_FINGERPRINT_S, unless
+        # what is left of the file would take less than that.
         analyzer = stack.enter_context(
-            Analyzer(config.input, config.fingerprint, workers, pool_after_s=INLINE_FINGERPRINT_S)
+            Analyzer(
+                config.input,
+                config.fingerprint,
+                workers,
+                pool_after_s=INLINE_FINGERPRINT_S,
+                input_bytes=_plain_file_size(args.input),
+            )
         )
         store = stack.enter_context(open_index(config.index, args.state or f"{scratch}/state"))
         progress = stack.enter_context(Progress("check", unit="articles"))
@@ -172,6 +179,17 @@ def run_check(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _plain_file_size(path: str) -> int | None:
+    """The size of an uncompressed input file; None for standard input and a gzip file,
+    whose size says too little of its text."""
+    if path == "-" or path.endswith(".gz"):
+        return None
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return None  # reading it says what is wrong
 
 
 def _batches(path: str) -> Iterator[list[Message]]:

@@ -158,7 +158,10 @@ class Analyzer:
     With `pool_after_s`, the first batches are fingerprinted in this process and the workers
     start only once that much CPU time went into it: starting them costs ~0.7 CPU-seconds
     each (a spawned interpreter, imports, the segmenter's dictionary), more than a small
-    input's whole fingerprinting, and wall time only gains from them past a few seconds."""
+    input's whole fingerprinting, and wall time only gains from them past a few seconds.
+    Given `input_bytes`, the size of the whole input, they do not start either when what is
+    left of it would take less than `pool_after_s` here, at the pace so far: near its end, a
+    mid-sized input would pay for workers that have almost nothing left to do."""
 
     def __init__(
         self,
@@ -166,11 +169,14 @@ class Analyzer:
         fingerprint_config: FingerprintConfig,
         workers: int | None = 0,
         pool_after_s: float = 0.0,
+        input_bytes: int | None = None,
     ) -> None:
         options = fingerprint_options(fingerprint_config)
         self._input_config, self._options = input_config, options
         self._inline: _Worker | None = None
         self._inline_cpu_s = 0.0
+        self._inline_bytes = 0
+        self._input_bytes = input_bytes
         self._pool: _Pool | None = None
         self.workers = 0 if workers is None else workers or os.cpu_count() or 1
         self._pool_after_s = float("inf") if workers is None else pool_after_s
@@ -194,9 +200,18 @@ class Analyzer:
         started = time.process_time()
         results = self._inline.analyze_many(works)
         self._inline_cpu_s += time.process_time() - started
-        if self._inline_cpu_s >= self._pool_after_s:
+        self._inline_bytes += sum(len(value) for value, _ in works)
+        if self._inline_cpu_s >= self._pool_after_s and self._left_s() >= self._pool_after_s:
             self._start_pool()  # for the next batch
         yield results
+
+    def _left_s(self) -> float:
+        """CPU seconds the rest of the input would take here, at the pace so far; infinite
+        when its size is not known."""
+        if self._input_bytes is None or not self._inline_bytes:
+            return float("inf")
+        left = self._input_bytes - self._inline_bytes
+        return left * self._inline_cpu_s / self._inline_bytes
 
     def analyze(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
         return [result for part in self.analyze_chunks(works) for result in part]

@@ -40,6 +40,31 @@ def test_the_pool_starts_once_the_inline_fingerprinting_took_its_time() -> None:
         assert [analyzer.analyze(batch) for batch in batches] == want
 
 
+def test_no_pool_starts_for_an_input_that_is_almost_done() -> None:
+    batches = [_works(real_articles("zh_hkcnews_2017_2022.jsonl.gz", 60)[i::2]) for i in range(2)]
+    first_bytes = sum(len(value) for value, _ in batches[0])
+
+    # Past its time after the first batch, with nothing left of the input said to be that big.
+    with Analyzer(
+        InputConfig(), FingerprintConfig(), workers=1, pool_after_s=1e-6, input_bytes=first_bytes
+    ) as analyzer:
+        analyzer.analyze(batches[0])
+        assert analyzer._pool is None
+        analyzer.analyze(batches[1])
+        assert analyzer._pool is None
+
+    # The same with a thousand times as much left: the workers start for the next batch.
+    with Analyzer(
+        InputConfig(),
+        FingerprintConfig(),
+        workers=1,
+        pool_after_s=1e-6,
+        input_bytes=1000 * first_bytes,
+    ) as analyzer:
+        analyzer.analyze(batches[0])
+        assert analyzer._pool is not None
+
+
 def test_pool_workers_carry_bands_and_shingles_to_analyzed() -> None:
     articles = real_articles("zh_hkcnews_2017_2022.jsonl.gz", 30)
     with Analyzer(InputConfig(), FingerprintConfig(), workers=1) as analyzer:
