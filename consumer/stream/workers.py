@@ -200,7 +200,7 @@ class Analyzer:
         started = time.process_time()
         results = self._inline.analyze_many(works)
         self._inline_cpu_s += time.process_time() - started
-        self._inline_bytes += sum(len(value) for value, _ in works)
+        self._inline_bytes += sum(len(value) for value, _ in works if value)  # None: a tombstone
         if self._inline_cpu_s >= self._pool_after_s and self._left_s() >= self._pool_after_s:
             self._start_pool()  # for the next batch
         yield results
