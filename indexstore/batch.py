@@ -348,8 +348,11 @@ class Batch:
         skipped: set[str],
         start: int | None,
     ) -> tuple[Match, ...]:
-        self.prefetch_bands([bands], min_shared)
-        candidates = list(self._band_hits[bands, min_shared])
+        hits = self._band_hits.get((bands, min_shared))
+        if hits is None:  # not prefetched
+            self.prefetch_bands([bands], min_shared)
+            hits = self._band_hits[bands, min_shared]
+        candidates = list(hits)
         if self._row_bands:
             # This batch's rows: those of the probes sharing enough keys (an upper bound,
             # counted again below), and those of no probe, counted here.

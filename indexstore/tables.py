@@ -152,10 +152,7 @@ class SearchTables:
         query, rows, shared = self.bands.search(queries)
         keep = (shared >= min_shared) & (self.seg[rows] != DEAD)
         query, rows, shared = query[keep], rows[keep], shared[keep]
-        order = np.lexsort((self.seq[rows], -shared, query))
-        by_query = query[order]
-        rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
-        order = order[rank < max(limit, 0)]
+        order = first_per_query(query, limit, -shared, self.seq[rows])
         return query[order], rows[order], shared[order]
 
     def sort_appended(self) -> None:
@@ -433,3 +430,12 @@ def _earliest(seq: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
     sizes = np.diff(np.append(group_start, len(order)))
     rank = np.arange(len(order)) - np.repeat(group_start, sizes)
     return order[rank < limit]
+
+
+def first_per_query(query: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
+    """Indices of the first `limit` entries of each query, ordered by query, then by `keys`
+    (the first key sorts first)."""
+    order = np.lexsort((*reversed(keys), query))
+    by_query = query[order]
+    rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
+    return order[rank < max(limit, 0)]
