@@ -168,6 +168,11 @@ def test_deleted_output_and_dlq_topics_are_created_again_and_nothing_is_lost(
         tmp_path / "svc.log",
         group_id=f"gone-{delivery}",
         delivery=delivery,
+        # How long librdkafka holds records for a topic missing from the metadata before
+        # failing them: 30 s by default, and in a transaction until it times out (60 s). The
+        # retry path is the same, reached sooner.
+        kafka_client_topic_metadata_propagation_max_ms="3000",
+        kafka_client_transaction_timeout_ms="10000",
     )
     with service:
         first = articles("before", 20)
