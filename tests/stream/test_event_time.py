@@ -77,7 +77,13 @@ def _run_backlog(
 ) -> list:
     topics = Topics(new_topic("in", partitions=PARTITIONS), new_topic("out"), new_topic("dlq"))
     _produce_spread(bootstrap, topics.input, feed, seed)
-    options = {"group_id": f"et-{delivery}", "delivery": delivery}
+    # The restarted instance is another member (another metrics port, so another instance
+    # id): it gets the partitions once the killed one's session ends, 45 s by default.
+    options = {
+        "group_id": f"et-{delivery}",
+        "delivery": delivery,
+        "kafka_client_session_timeout_ms": "6000",
+    }
     state = tmp_path / "state"
     service = ServiceProcess(bootstrap, topics, state, tmp_path / "svc.log", **options)
     with service:

@@ -33,7 +33,13 @@ def test_a_deleted_index_is_rebuilt_before_deciding_more(
     # Reposts of articles decided before the loss, published after them.
     reposts = [{**a, "id": f"repost-{a['id']}"} for a in before[::6]]
     state = tmp_path / "state"
-    options = {"group_id": f"lost-{delivery}", "delivery": delivery}
+    # The second instance is another member (another metrics port, so another instance id):
+    # it gets the partitions once the killed one's session ends, 45 s by librdkafka's default.
+    options = {
+        "group_id": f"lost-{delivery}",
+        "delivery": delivery,
+        "kafka_client_session_timeout_ms": "6000",
+    }
     produce(kafka_bootstrap, topics.input, before)
     with ServiceProcess(kafka_bootstrap, topics, state, tmp_path / "a.log", **options) as first:
         read_all(kafka_bootstrap, topics.output, expected=len(before), timeout=120, service=first)
