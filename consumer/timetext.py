@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import time
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
@@ -74,7 +75,7 @@ def _parse_date_text(text: str) -> int:
 @lru_cache(maxsize=4096)
 def format_time_ms(ms: int) -> str:
     """Epoch milliseconds → '2026-11-22T02:00:00Z', with '.120' when there are milliseconds."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    if ms % 1000:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # time.gmtime, not datetime: half the cost, and most event times are seen once.
+    seconds, milliseconds = divmod(ms, 1000)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return f"{text}.{milliseconds:03d}Z" if milliseconds else text + "Z"

@@ -30,9 +30,9 @@ class Source:
         return f"{self.topic}/{self.partition}"
 
 
-# One encoder for every decision: `json.dumps` with options builds a new one per call
-# (~0.6 µs of ~3 µs per decision).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# The JSON string of a text, as json.dumps(text, ensure_ascii=False) writes it.
+_text = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_CORRECTION = ',"correction":true'
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,22 @@ class Decision:
         return record
 
     def to_json(self) -> str:
-        return _ENCODER.encode(self.to_dict())
+        """`to_dict()` as compact JSON (no spaces, UTF-8 text unescaped), written directly:
+        a dict and the generic encoder cost twice as much, per article `check` decides."""
+        source = self.source
+        return (
+            f'{{"id":{_text(self.id)},"decision":"{self.decision.value}",'
+            f'"cluster_id":{_text(self.cluster_id)},'
+            f'"matched_id":{"null" if self.matched_id is None else _text(self.matched_id)},'
+            f'"distance":{"null" if self.distance is None else int(self.distance)},'
+            f'"simhash":"{self.simhash:016x}","content_hash":"{self.content_hash.hex()}",'
+            f'"event_time":"{format_time_ms(self.event_time_ms)}",'
+            f'"late":{"true" if self.late else "false"},'
+            f'"source":{{"topic":{_text(source.topic)},"partition":{int(source.partition)},'
+            f'"offset":{int(source.offset)}}},'
+            f'"processed_at":"{format_time_ms(self.processed_at_ms)}",'
+            f'"schema":{SCHEMA_VERSION}{_CORRECTION if self.correction else ""}}}'
+        )
 
     def to_bytes(self) -> bytes:
         return self.to_json().encode("utf-8")

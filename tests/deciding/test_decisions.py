@@ -5,6 +5,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer.deciding.decision import Decision, DecisionKind, Source
 
@@ -40,6 +42,30 @@ def test_decision_json_matches_the_design_example_shape():
     assert d["processed_at"] == "2025-11-22T02:00:01.120Z"
     assert d["source"] == {"topic": "news.raw", "partition": 3, "offset": 1042}
     jsonschema.validate(d, schema("decision.schema.json"))
+
+
+@settings(max_examples=500)
+@given(
+    st.builds(
+        Decision,
+        id=st.text(),
+        decision=st.sampled_from(DecisionKind),
+        cluster_id=st.text(),
+        matched_id=st.none() | st.text(),
+        distance=st.none() | st.integers(0, 64),
+        simhash=st.integers(0, 2**64 - 1),
+        content_hash=st.binary(min_size=16, max_size=16),
+        event_time_ms=st.integers(0, 7_258_118_399_999),
+        late=st.booleans(),
+        source=st.builds(Source, st.text(), st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1)),
+        processed_at_ms=st.integers(0, 7_258_118_399_999),
+        correction=st.booleans(),
+    )
+)
+def test_the_json_is_what_the_generic_encoder_writes_of_the_dict(d):
+    """`to_json` writes its text directly: byte for byte what json.dumps makes of `to_dict`,
+    for any text in the ids and the topic (quotes, control characters, any script)."""
+    assert d.to_json() == json.dumps(d.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
 def test_unique_and_duplicate_validate():

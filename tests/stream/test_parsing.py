@@ -1,6 +1,7 @@
 """Feed message validation: every reject has a reason; valid articles keep their fields."""
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -118,3 +119,13 @@ json_values = st.recursive(
 def test_arbitrary_objects_never_raise(obj):
     raw = json.dumps(obj).encode()
     assert isinstance(parse_article(raw, KAFKA_TS, FIELDS), Article | Invalid)
+
+
+@settings(max_examples=2000)
+@given(st.integers(min_value=0, max_value=parse_event_time_ms("2199-12-31T23:59:59.999Z")))
+def test_a_time_is_written_as_datetime_writes_it(ms):
+    # The reference: the ISO-8601 text datetime gives, in UTC, milliseconds only when nonzero.
+    dt = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    expected = dt.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
+    assert format_time_ms(ms) == expected
+    assert parse_event_time_ms(format_time_ms(ms)) == ms
