@@ -195,21 +195,33 @@ def decide(
         matched_id, distance = best.article_id, best.distance
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
-    decision = StoredDecision(kind, cluster_id, matched_id, distance, result.late, now_ms)
+    corrections = (
+        _corrections(batch, item, cluster_id, later_originals, source, now_ms)
+        if later_originals
+        else []
+    )
+    # The corrections are named in the record, so a re-delivery (its first outputs lost)
+    # publishes them again.
+    decision = StoredDecision(
+        kind,
+        cluster_id,
+        matched_id,
+        distance,
+        result.late,
+        now_ms,
+        corrected=tuple(c.id for c in corrections),
+    )
     record = ArticleRecord(
         article_id=item.id,
         simhash=item.simhash,
         content_hash=item.content_hash,
         event_time_ms=result.event_time_ms,
+        payload=stored.encode(item.id, decision),
         sketch=item.sketch,
         bands=item.bands,
         shingles=item.shingles,
     )
-    corrections = _corrections(batch, record, cluster_id, later_originals, source, now_ms)
-    if corrections:
-        # Named in the record, so a re-delivery (its first outputs lost) publishes them again.
-        decision = dataclasses.replace(decision, corrected=tuple(c.id for c in corrections))
-    batch.put(dataclasses.replace(record, payload=stored.encode(item.id, decision)))
+    batch.put(record)
     return _decision(record, decision, source, now_ms), corrections
 
 
@@ -233,7 +245,7 @@ def _corrections_again(
 
 def _corrections(
     batch: Batch,
-    earlier: ArticleRecord,
+    earlier: Analyzed,
     earlier_cluster_id: str,
     later_originals: list[Match],
     source: Source,
@@ -256,7 +268,7 @@ def _corrections(
         decision = StoredDecision(
             kind=DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE,
             cluster_id=earlier_cluster_id,
-            matched_id=earlier.article_id,
+            matched_id=earlier.id,
             distance=match.distance,
             late=was.late,
             processed_at_ms=now_ms,
