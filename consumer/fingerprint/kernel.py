@@ -29,8 +29,9 @@ FALLBACK_COST = {
 
 @cache
 def load_kernel(idf_path: str | None) -> Kernel | None:
-    """One kernel per process and IDF table (its segmenter dictionary costs ~0.1 s to load);
-    None where the kernel is not built, and the caller runs the Python reference."""
+    """One kernel per process and IDF table (its segmenter dictionary, ~0.1 s, is loaded at
+    the first Han text); None where the kernel is not built, and the caller runs the Python
+    reference."""
     if Kernel is None:
         return None
     table = load_idf(idf_path)

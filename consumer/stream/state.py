@@ -9,13 +9,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from consumer.config import IndexConfig
 from consumer.deciding import stored
 from consumer.ops.logs import log_event
 from consumer.ops.memory import release_free_memory
-from consumer.ops.metrics import Metrics
 from indexstore import IndexCorruptError, IndexOptions, IndexStore
+
+if TYPE_CHECKING:
+    # Only the service has metrics: `check` and the benchmarks open the index without
+    # importing prometheus_client.
+    from consumer.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ mod sketch;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
 use jieba_rs::Jieba;
 use pyo3::exceptions::PyValueError;
@@ -89,7 +90,9 @@ type Computed<'py> = (
 
 #[pyclass(frozen)]
 struct Kernel {
-    jieba: Jieba,
+    /// Built at the first Han text: its dictionary costs ~0.1 s, which a process that only
+    /// sees Latin-script news (or exits at once) never needs to spend.
+    jieba: OnceLock<Jieba>,
     /// Stop words by term hash; the word itself is compared too, so a hash collision cannot
     /// drop a real term.
     stop: HashKeyed<String>,
@@ -166,7 +169,10 @@ impl Kernel {
                 *counts.entry(h).or_insert(0.0) += 1.0;
             }
         }
-        for token in self.jieba.cut(&han, true) {
+        if han.is_empty() {
+            return;
+        }
+        for token in self.jieba.get_or_init(Jieba::new).cut(&han, true) {
             if let Some(h) = self.keep(token.word) {
                 *counts.entry(h).or_insert(0.0) += 1.0;
             }
@@ -295,7 +301,7 @@ impl Kernel {
             .collect();
         let stop = stop_words.into_iter().map(|w| (term_hash(&w), w)).collect();
         Ok(Kernel {
-            jieba: Jieba::new(),
+            jieba: OnceLock::new(),
             stop,
             word_chars: word_chars.as_bytes().to_vec(),
             idf,
