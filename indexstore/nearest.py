@@ -13,7 +13,7 @@ import numpy as np
 
 from indexstore.catalog import Catalog
 from indexstore.commit import BandCandidate, Candidate
-from indexstore.tables import Hits, SearchTables, first_per_query
+from indexstore.tables import Hits, SearchTables, first_per_group
 
 # A search considers at most this many committed entries per query: the closest, earliest
 # first. Without a bound, a window holding tens of thousands of near-identical short texts
@@ -73,5 +73,5 @@ def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:
     inserted), so one query's cost is bounded whatever the window holds."""
     if len(hits.query) <= limit:
         return hits
-    keep = np.sort(first_per_query(hits.query, limit, hits.distance, seq[hits.row]))
+    keep = np.sort(first_per_group(limit, (hits.query,), (hits.distance, seq[hits.row])))
     return Hits(hits.query[keep], hits.row[keep], hits.distance[keep])

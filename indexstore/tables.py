@@ -62,7 +62,7 @@ class _Found(NamedTuple):
         """Of each query's rows of one fingerprint, the `per_fingerprint` earliest."""
         if per_fingerprint is None:
             return self
-        keep = _earliest(seq[self.row], per_fingerprint, self.query, self.fingerprint)
+        keep = first_per_group(per_fingerprint, (self.query, self.fingerprint), (seq[self.row],))
         return _Found(*(column[keep] for column in self))
 
 
@@ -152,7 +152,7 @@ class SearchTables:
         query, rows, shared = self.bands.search(queries)
         keep = (shared >= min_shared) & (self.seg[rows] != DEAD)
         query, rows, shared = query[keep], rows[keep], shared[keep]
-        order = first_per_query(query, limit, -shared, self.seq[rows])
+        order = first_per_group(limit, (query,), (-shared, self.seq[rows]))
         return query[order], rows[order], shared[order]
 
     def sort_appended(self) -> None:
@@ -350,7 +350,7 @@ class SearchTables:
         alive = self.seg[rows] != DEAD
         owner, rows = owner[alive], rows[alive]
         if per_fingerprint is not None:
-            keep = _earliest(self.seq[rows], per_fingerprint, owner)
+            keep = first_per_group(per_fingerprint, (owner,), (self.seq[rows],))
             owner, rows = owner[keep], rows[keep]
         # `rows` is grouped by entry, in entry order: every pair times its entry's rows.
         kept = np.bincount(owner, minlength=len(wanted))
@@ -415,27 +415,22 @@ class SearchTables:
         return Hits(q[order], r[order], d[order])
 
 
-def _earliest(seq: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
-    """Indices of the `limit` smallest `seq` in each group of equal `keys`, grouped in key
-    order (the first key sorts first), each group by `seq`."""
-    order = np.lexsort((seq, *reversed(keys)))
+def first_per_group(
+    limit: int, groups: Sequence[np.ndarray], order_by: Sequence[np.ndarray]
+) -> np.ndarray:
+    """Indices of the first `limit` entries of each group of equal `groups` keys, grouped in
+    key order (the first key sorts first), each group ordered by `order_by` (likewise)."""
+    order = np.lexsort((*reversed(order_by), *reversed(groups)))
+    if limit <= 0:
+        return order[:0]
     if len(order) <= limit:
         return order
     starts_group = np.zeros(len(order), dtype=bool)
     starts_group[0] = True
-    for key in keys:
+    for key in groups:
         ordered = key[order]
         starts_group[1:] |= ordered[1:] != ordered[:-1]
     group_start = np.flatnonzero(starts_group)
     sizes = np.diff(np.append(group_start, len(order)))
     rank = np.arange(len(order)) - np.repeat(group_start, sizes)
     return order[rank < limit]
-
-
-def first_per_query(query: np.ndarray, limit: int, *keys: np.ndarray) -> np.ndarray:
-    """Indices of the first `limit` entries of each query, ordered by query, then by `keys`
-    (the first key sorts first)."""
-    order = np.lexsort((*reversed(keys), query))
-    by_query = query[order]
-    rank = np.arange(len(order)) - np.searchsorted(by_query, by_query)
-    return order[rank < max(limit, 0)]

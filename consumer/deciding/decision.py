@@ -52,6 +52,8 @@ class Decision:
     """A decision made again for an article decided before (consumer/deciding/rules.py)."""
 
     def to_dict(self) -> dict:
+        """The message as a dict: the readable definition, which `to_json` writes directly
+        (a property test holds the two equal)."""
         record = {
             "id": self.id,
             "decision": self.decision.value,

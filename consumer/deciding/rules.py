@@ -195,11 +195,7 @@ def decide(
         matched_id, distance = best.article_id, best.distance
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
-    corrections = (
-        _corrections(batch, item, cluster_id, later_originals, source, now_ms)
-        if later_originals
-        else []
-    )
+    corrections = _corrections(batch, item, cluster_id, later_originals, source, now_ms)
     # The corrections are named in the record, so a re-delivery (its first outputs lost)
     # publishes them again.
     decision = StoredDecision(
