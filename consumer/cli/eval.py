@@ -169,11 +169,13 @@ def run(args: argparse.Namespace) -> int:
         if (published[p.later] - published[p.earlier]).total_seconds() * 1000 <= window_ms
     ]
     windowed = score(runs[0], in_window, similarity)
-    kafka_section = (
-        None
-        if delivered is None
-        else _kafka_section(delivered, runs[0], runs[2], feed.articles, args.kafka_window)
-    )
+    kafka_section = None
+    if delivered is not None:
+        # The service is held to check with the window it ran with.
+        same_window = runs[1] if args.kafka_window == "whole" else runs[0]
+        kafka_section = _kafka_section(
+            delivered, same_window, runs[2], feed.articles, args.kafka_window
+        )
 
     corpus_pairs = sum(p.kind == CORPUS_KIND for p in feed.pairs)
     copies = sum(a.origin_id is not None for a in feed.articles)
@@ -269,7 +271,8 @@ def _kafka_text(k: dict) -> str:
             f"answer, {k['changed']:,} change it, {k['foreign']:,} are for no article of the feed.",
             f"Latest decisions: {k['late']:,} late, {k['matched_later']:,} flagged as copies of",
             f"a later-published article (check: {k['check_matched_later']}),",
-            f"{differ} differ from check's.",
+            f"{differ} differ from those of check with the same window",
+            f"({'newsdedup-whole' if k['window'] == 'whole' else 'newsdedup'}).",
         ]
     )
 

@@ -5,6 +5,7 @@ partitions, produced as a backlog, decided by the real service restarted midway,
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +107,35 @@ def test_on_one_partition_the_service_answers_exactly_as_check(
     checked, served = systems["newsdedup"], systems["newsdedup-kafka"]
     for measure in ("precision", "recall", "flagged", "wrongly_flagged", "recall_by_kind"):
         assert served[measure] == checked[measure], measure
+
+
+def test_a_service_holding_the_whole_feed_is_compared_with_check_holding_it_too(
+    kafka_bootstrap: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """With `--kafka-window whole` the service forgets nothing, so its answers are held to
+    those of check with the same window (newsdedup-whole), not to those of the configured
+    one: a window of two hours here, which misses copies published later than that."""
+    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
+    config = tmp_path / "short-window.toml"
+    config.write_text('[index]\nsegment = "1h"\nretention = "2h"\n')
+    argv = [
+        "eval",
+        *("--data", str(CORPUS), "--limit", "120", "--edits", "30", "--baselines", "none"),
+        *("--json", "--through-kafka", "--partitions", "1", "--kafka-window", "whole"),
+        *("--config", str(config), "--bootstrap-servers", kafka_bootstrap),
+    ]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    systems = {s["system"]: s for s in report["systems"]}
+    configured, whole = systems["newsdedup"], systems["newsdedup-whole"]
+    # The two windows answer differently on this feed, or the test would prove nothing.
+    assert configured["flagged"] != whole["flagged"]
+    kafka = report["through_kafka"]
+    assert kafka["window"] == "whole"
+    assert kafka["differ_from_check"] == 0
+    served = systems["newsdedup-kafka"]
+    for measure in ("precision", "recall", "flagged", "wrongly_flagged", "recall_by_kind"):
+        assert served[measure] == whole[measure], measure
