@@ -14,6 +14,7 @@ import sys
 
 from consumer import __version__
 from consumer.errors import NewsdedupError
+from consumer.ops.memory import collect_cycles_less_often
 from indexstore.errors import IndexCorruptError, IndexStoreError
 
 # Order is the order shown in --help.
@@ -66,6 +67,7 @@ class _Version(argparse.Action):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv[0] if argv else None).parse_args(argv)
+    collect_cycles_less_often()
     # Imported here, not for --help: it loads the fingerprint kernel.
     from consumer.fingerprint.kernel import missing_kernels_warning
 

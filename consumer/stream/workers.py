@@ -20,6 +20,7 @@ from consumer.config import FingerprintConfig, InputConfig
 from consumer.deciding.article import Analyzed
 from consumer.errors import NewsdedupError
 from consumer.fingerprint.fingerprinter import Fingerprint, Fingerprinter, FingerprintOptions
+from consumer.ops.memory import collect_cycles_less_often
 from consumer.stream.parsing import Invalid, InvalidReason, parse_article
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ def _init_process(input_config: InputConfig, options: FingerprintOptions) -> Non
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _exit_with_parent(os.getppid())
+    collect_cycles_less_often()
     _process_worker = _Worker(input_config, options)
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
+
+from consumer.ops.memory import YOUNG_COLLECTION_THRESHOLD
 
 PROBE = """
 import ctypes
@@ -36,3 +40,43 @@ def test_freed_heap_memory_leaves_the_resident_set() -> None:
     ).stdout
     before, after = (float(x) for x in out.split())
     assert before - after > 150, (before, after)
+
+
+THRESHOLDS = """
+import gc, json, sys
+from consumer import cli
+from consumer.config import load_config
+from consumer.stream.workers import Analyzer
+
+default = gc.get_threshold()
+assert cli.main(["check", sys.argv[1], "-o", sys.argv[2], "--state", sys.argv[3]]) == 0
+in_cli = gc.get_threshold()
+config = load_config(None)
+with Analyzer(config.input, config.fingerprint, workers=1) as analyzer:
+    in_worker = analyzer._pool.apply(gc.get_threshold)
+print(json.dumps([default, in_cli, in_worker]))
+"""
+
+
+def test_cycles_are_collected_less_often_by_the_command_and_by_every_worker(
+    tmp_path: Path,
+) -> None:
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text('{"id": "a", "title": "t", "content": "some words of news"}\\n')
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            THRESHOLDS,
+            str(feed),
+            str(tmp_path / "out.jsonl"),
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    default, in_cli, in_worker = json.loads(out)
+    assert default[0] == 700
+    assert in_cli == in_worker == [YOUNG_COLLECTION_THRESHOLD, default[1], default[2]]
