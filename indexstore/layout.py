@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from indexstore.value import value_type
+
 FINGERPRINT_BITS = 64
 
 # The cost model of `choose_layout`, in microseconds per query on one core: rough figures
@@ -32,7 +34,7 @@ ROWS_PER_BUCKET = 4
 _U64 = np.uint64
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class BlockMove:
     """Bits [shift, shift + width) of the fingerprint go to bits [to, to + width)."""
 

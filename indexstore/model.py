@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 
+from indexstore.value import value_type
+
 
 @dataclass(frozen=True, slots=True)
 class IndexOptions:
@@ -27,7 +29,7 @@ class IndexOptions:
     """RocksDB block cache and write buffers together (the search tables come on top)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ArticleRecord:
     """One row of the article table (article id -> record): what the index searches, verifies
     and expires by, and one opaque payload of the caller's (the service keeps its decision
@@ -76,7 +78,7 @@ class RecordColumns:
         return len(self.article_id)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Match:
     """An indexed article within distance k of a query, or sharing band keys with it (a band
     match, whose distance may exceed k)."""
@@ -121,7 +123,7 @@ class Migrated:
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class SearchResult:
     """The answer to one search: matches best first, and what happened to the query's time."""
 

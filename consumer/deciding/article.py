@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from indexstore.value import value_type
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Analyzed:
     """A valid article, reduced to what the deciding stage needs."""
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from enum import StrEnum
 
 from consumer.timetext import format_time_ms
+from indexstore.value import value_type
 
 SCHEMA_VERSION = 1
 
@@ -17,7 +17,7 @@ class DecisionKind(StrEnum):
     NEAR_DUPLICATE = "near_duplicate"  # shares enough shingles with an earlier one (rules.py)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Source:
     """Where the decided message came from: a Kafka position, or a file and line in `check`."""
 
@@ -35,7 +35,7 @@ _text = json.encoder.encode_basestring  # type: ignore[attr-defined]
 _CORRECTION = ',"correction":true'
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Decision:
     id: str
     decision: DecisionKind

@@ -22,10 +22,10 @@ a later layout be read beside this one.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from consumer.deciding.decision import DecisionKind
 from indexstore import LegacyDecision
+from indexstore.value import value_type
 
 VERSION = 1
 _HEAD = struct.Struct(">BBbqHH")
@@ -47,7 +47,7 @@ class StoredFormatError(ValueError):
     """A payload that is not a decision of a version this build reads."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class StoredDecision:
     """What the service keeps of an article's decision, beside the index's own fields."""
 

@@ -27,6 +27,7 @@ from consumer.fingerprint.sketch import (
     verification_data,
 )
 from consumer.fingerprint.terms import TermExtractor, hash_terms
+from indexstore.value import value_type
 
 # Weights are rounded to multiples of 2**-16 before the vote so that the vote is an exact integer
 # sum: a float sum's rounding depends on the order of addition (and on the BLAS build), which
@@ -64,7 +65,7 @@ class FingerprintOptions:
         check_fingerprint_options(self.engine, self.title_weight, self.max_terms, self.max_chars)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Fingerprint:
     simhash: int  # unsigned, 0 <= simhash < 2**64
     content_hash: bytes  # mmh3 x64 128-bit of normalized title + "\n" + normalized content

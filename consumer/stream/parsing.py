@@ -7,11 +7,11 @@ Pure functions (bytes in, `Article` or `Invalid` out) so they run in the worker 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from enum import StrEnum
 
 from consumer.config import InputConfig
 from consumer.timetext import parse_event_time_ms
+from indexstore.value import value_type
 
 MAX_ID_CHARS = 512
 
@@ -28,7 +28,7 @@ class InvalidReason(StrEnum):
     INTERNAL_ERROR = "internal_error"
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Article:
     id: str
     title: str
@@ -40,7 +40,7 @@ class Article:
     dated: bool = True  # False: no published_at, event_time_ms is the fallback
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Invalid:
     reason: InvalidReason
     detail: str

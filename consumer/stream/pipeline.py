@@ -17,9 +17,10 @@ from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, prefetch
 from consumer.stream.parsing import Invalid
 from consumer.stream.workers import Analyzer
 from indexstore import Batch, IndexStore
+from indexstore.value import value_type
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Message:
     """One input message, from Kafka or from a line of a file."""
 
@@ -30,7 +31,7 @@ class Message:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Rejection:
     message: Message
     invalid: Invalid
@@ -61,7 +62,7 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Ordered:
     """A message and what the workers made of it, in decision order
     (consumer/stream/eventtime.py)."""
