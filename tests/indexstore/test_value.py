@@ -39,9 +39,7 @@ def test_records_compare_and_hash_by_value_like_frozen_dataclasses() -> None:
 def test_the_type_checker_rejects_assigning_a_field(tmp_path: Path) -> None:
     snippet = tmp_path / "assign.py"
     snippet.write_text(
-        "from indexstore.model import Match\n"
-        "def move(m: Match) -> None:\n"
-        "    m.distance = 0\n"
+        "from indexstore.model import Match\ndef move(m: Match) -> None:\n    m.distance = 0\n"
     )
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(snippet)],
