@@ -177,6 +177,13 @@ def _collapse_spaces(text: str) -> str:
     (U+00A8 ¨), and removed invisible characters leave pairs of spaces."""
     # Every whitespace character but the ASCII space is unprintable, so this check (~1 µs)
     # proves there is nothing to collapse, sparing the split and join (~7 µs per 1k chars).
-    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+    # ASCII text needs no `isprintable()` (a flag, not a scan): `_prepare` left no ASCII
+    # control character in it (split() removed the whitespace ones, _INVISIBLE the others).
+    if (
+        (text.isascii() or text.isprintable())
+        and "  " not in text
+        and text[:1] != " "
+        and text[-1:] != " "
+    ):
         return text
     return " ".join(text.split())

@@ -98,6 +98,16 @@ def test_normalize_any_text_is_idempotent_enough_to_hash(text: str) -> None:
     assert "  " not in out
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F) | st.sampled_from("\u00a0\u3000\u00a8é")))
+def test_ascii_text_leaves_printable_with_single_spaces(text: str) -> None:
+    """Every control character, whitespace or not, is gone from the output, and no space is
+    doubled or at an end: what lets ASCII text skip the printable scan at the end."""
+    out = Normalizer(convert_traditional=False)(text)
+    assert out.isprintable()
+    assert out == " ".join(out.split())
+
+
 @pytest.mark.parametrize(
     "hostile",
     ["<a" * 50_000, "<!--" * 25_000, "<script>" * 12_000, "<p " * 30_000 + "x", "&" * 100_000],
