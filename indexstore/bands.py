@@ -14,6 +14,7 @@ It may import numpy and indexstore.encoding and .runs.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Sequence
 
@@ -148,7 +149,8 @@ def shared_bands(a: bytes, b: bytes) -> int:
     if not count:
         return 0
     words = _WORDS.get(count) or struct.Struct(f"<{count}I")
-    return sum(x == y for x, y in zip(words.unpack_from(a), words.unpack_from(b), strict=True))
+    # map with operator.eq compares in C: a third of the cost of a generator expression.
+    return sum(map(operator.eq, words.unpack_from(a), words.unpack_from(b)))
 
 
 _WORDS = {16: struct.Struct("<16I")}
