@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +82,20 @@ def test_cycles_are_collected_less_often_by_the_command_and_by_every_worker(
     default, in_cli, in_worker = json.loads(out)
     assert default[0] == 700
     assert in_cli == in_worker == [YOUNG_COLLECTION_THRESHOLD, default[1], default[2]]
+
+
+THREADS = """
+import os
+import consumer.cli  # imports NumPy, and with it OpenBLAS
+print(os.environ["OPENBLAS_NUM_THREADS"], len(os.listdir("/proc/self/task")))
+"""
+
+
+def test_numpy_starts_no_spinning_blas_threads_unless_the_operator_asks() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    run = functools.partial(
+        subprocess.run, [sys.executable, "-c", THREADS], capture_output=True, text=True
+    )
+    assert run(env=env, check=True).stdout.split() == ["1", "1"]
+    asked = run(env={**env, "OPENBLAS_NUM_THREADS": "2"}, check=True).stdout.split()
+    assert asked[0] == "2"
