@@ -18,6 +18,26 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 CORPUS = shared_data_dir() / "zh_cctv_xwlb_2022_2026.jsonl.gz"
 ARTICLES, EDITS = 240, 60
+MEASURES = ("precision", "recall", "flagged", "wrongly_flagged", "recall_by_kind")
+
+
+def _eval_through_kafka(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    bootstrap: str,
+    *options: str,
+) -> tuple[dict, dict]:
+    """`newsdedup eval --through-kafka` on the CCTV corpus with `options`: each system's
+    scores by name, and what the service delivered."""
+    # Small batches, so that a restart at half the feed lands in the middle of the work.
+    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
+    argv = [
+        *("eval", "--data", str(CORPUS), "--baselines", "none", "--json", "--through-kafka"),
+        *("--bootstrap-servers", bootstrap, *options),
+    ]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    return {s["system"]: s for s in report["systems"]}, report["through_kafka"]
 
 
 def test_articles_are_spread_over_every_partition_the_same_way_for_a_seed() -> None:
@@ -43,22 +63,16 @@ def test_through_kafka_decides_every_article_once_and_is_scored_like_check(
     delivery: str,
     restart: str,
 ) -> None:
-    # Small batches, so that a restart at half the feed lands in the middle of the work.
-    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
-    argv = [
-        "eval",
-        *("--data", str(CORPUS), "--limit", str(ARTICLES), "--edits", str(EDITS)),
-        *("--baselines", "none", "--json", "--through-kafka", "--partitions", "3"),
+    systems, kafka = _eval_through_kafka(
+        monkeypatch,
+        capsys,
+        kafka_bootstrap,
+        *("--limit", str(ARTICLES), "--edits", str(EDITS), "--partitions", "3"),
         *("--role", role, "--delivery", delivery, "--restart", restart),
-        *("--bootstrap-servers", kafka_bootstrap),
-    ]
-    assert cli.main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
-    systems = {s["system"]: s for s in report["systems"]}
+    )
     checked, served = systems["newsdedup"], systems["newsdedup-kafka"]
     assert served["error"] is None
 
-    kafka = report["through_kafka"]
     total = ARTICLES + EDITS
     assert kafka["articles"] == total == served["articles"]
     # Every article answered, by a decision of its own key; none dead-lettered or forgotten.
@@ -90,22 +104,14 @@ def test_on_one_partition_the_service_answers_exactly_as_check(
 ) -> None:
     """The instrument's control: one partition is read in publish order, as check reads its
     file, so whatever the restart, every latest decision and every score is check's."""
-    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
-    argv = [
-        "eval",
-        *("--data", str(CORPUS), "--limit", "120", "--edits", "30", "--baselines", "none"),
-        *("--json", "--through-kafka", "--partitions", "1"),
-        *("--bootstrap-servers", kafka_bootstrap),
-    ]
-    assert cli.main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
-    systems = {s["system"]: s for s in report["systems"]}
-    kafka = report["through_kafka"]
+    systems, kafka = _eval_through_kafka(
+        monkeypatch, capsys, kafka_bootstrap, "--limit", "120", "--edits", "30", "--partitions", "1"
+    )
     assert kafka["decided"] == 150 and kafka["decided_before_restart"] < 150
     assert kafka["differ_from_check"] == 0
     assert kafka["late"] == 0 and kafka["matched_later"] == 0
     checked, served = systems["newsdedup"], systems["newsdedup-kafka"]
-    for measure in ("precision", "recall", "flagged", "wrongly_flagged", "recall_by_kind"):
+    for measure in MEASURES:
         assert served[measure] == checked[measure], measure
 
 
@@ -118,24 +124,20 @@ def test_a_service_holding_the_whole_feed_is_compared_with_check_holding_it_too(
     """With `--kafka-window whole` the service forgets nothing, so its answers are held to
     those of check with the same window (newsdedup-whole), not to those of the configured
     one: a window of two hours here, which misses copies published later than that."""
-    monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
     config = tmp_path / "short-window.toml"
     config.write_text('[index]\nsegment = "1h"\nretention = "2h"\n')
-    argv = [
-        "eval",
-        *("--data", str(CORPUS), "--limit", "120", "--edits", "30", "--baselines", "none"),
-        *("--json", "--through-kafka", "--partitions", "1", "--kafka-window", "whole"),
-        *("--config", str(config), "--bootstrap-servers", kafka_bootstrap),
-    ]
-    assert cli.main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
-    systems = {s["system"]: s for s in report["systems"]}
+    systems, kafka = _eval_through_kafka(
+        monkeypatch,
+        capsys,
+        kafka_bootstrap,
+        *("--limit", "120", "--edits", "30", "--partitions", "1", "--kafka-window", "whole"),
+        *("--config", str(config)),
+    )
     configured, whole = systems["newsdedup"], systems["newsdedup-whole"]
     # The two windows answer differently on this feed, or the test would prove nothing.
     assert configured["flagged"] != whole["flagged"]
-    kafka = report["through_kafka"]
     assert kafka["window"] == "whole"
     assert kafka["differ_from_check"] == 0
     served = systems["newsdedup-kafka"]
-    for measure in ("precision", "recall", "flagged", "wrongly_flagged", "recall_by_kind"):
+    for measure in MEASURES:
         assert served[measure] == whole[measure], measure
