@@ -20,6 +20,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+# The data path's records are built frozen in the tests (indexstore/value.py), here and in
+# every process a test starts: code that assigns a field fails where a test reaches it. Set
+# before any test module imports them.
+os.environ["FREEZE_NEWSDEDUP_RECORDS"] = "1"
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_LOCAL = REPO_ROOT / "scripts" / "kafka-local"
 
