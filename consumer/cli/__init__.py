@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from consumer import __version__
 from consumer.errors import NewsdedupError
 from consumer.ops.memory import collect_cycles_less_often
+
+# NumPy loads OpenBLAS, which starts a thread for each core but the first that spins for ~0.1
+# CPU-second before it sleeps: in every process of the command, each fingerprinting worker
+# too. newsdedup does no linear algebra, so the calling thread is all OpenBLAS needs. It must
+# be set before NumPy is first imported (by indexstore, below); the workers inherit it, and an
+# operator's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from indexstore.errors import IndexCorruptError, IndexStoreError
 
 # Order is the order shown in --help.
