@@ -8,7 +8,7 @@ import tracemalloc
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 
 from indexstore.layout import Layout, choose_layout, pigeonhole_layout, probe_radius
 from indexstore.tables import SearchTables, scan_break_even
@@ -35,22 +35,31 @@ def test_tables_equal_brute_force(
     check_against_brute_force(layout, seed, batches, drops)
 
 
+# (k, blocks, kept) of the layouts probed within a radius, listed rather than filtered: three in
+# four of the combinations are not such a layout, and filtering that many out made Hypothesis
+# give up now and then (its filter_too_much health check).
+PROBED_LAYOUTS = [
+    (k, blocks, kept)
+    for k in range(17)  # the service's default k is 12; the far rule is for up to 16
+    for blocks in range(1, 9)
+    for kept in range(1, blocks + 1)
+    if probe_radius(k, blocks, kept) <= 3 and math.comb(blocks, kept) <= 30
+]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
-    k=st.integers(0, 16),  # the service's default k is 12; the far rule is for up to 16
-    blocks=st.integers(1, 8),
-    kept=st.integers(1, 8),
+    layout_shape=st.sampled_from(PROBED_LAYOUTS),
     seed=st.integers(0, 2**32 - 1),
     batches=st.lists(st.integers(1, 300), min_size=1, max_size=12),
     drops=st.lists(st.integers(0, 7), max_size=4),
 )
 def test_tables_probed_within_a_radius_equal_brute_force(
-    k: int, blocks: int, kept: int, seed: int, batches: list[int], drops: list[int]
+    layout_shape: tuple[int, int, int], seed: int, batches: list[int], drops: list[int]
 ) -> None:
     # Fewer kept blocks than b - k: keys are probed within probe_radius (multi-index hashing
     # when kept = 1); the radius comes from the pigeonhole argument, so misses would show here.
-    assume(kept <= blocks and probe_radius(k, blocks, kept) <= 3)
-    assume(math.comb(blocks, kept) <= 30)
+    k, blocks, kept = layout_shape
     layout = pigeonhole_layout(k, blocks, 10**6, kept)
     check_against_brute_force(layout, seed, batches, drops)
 
