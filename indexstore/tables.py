@@ -420,9 +420,9 @@ def first_per_group(
 ) -> np.ndarray:
     """Indices of the first `limit` entries of each group of equal `groups` keys, grouped in
     key order (the first key sorts first), each group ordered by `order_by` (likewise)."""
-    order = np.lexsort((*reversed(order_by), *reversed(groups)))
     if limit <= 0:
-        return order[:0]
+        return np.empty(0, dtype=np.intp)
+    order = np.lexsort((*reversed(order_by), *reversed(groups)))
     if len(order) <= limit:
         return order
     starts_group = np.zeros(len(order), dtype=bool)
