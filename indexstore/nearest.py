@@ -35,11 +35,7 @@ def nearest(
     queries = np.array(simhashes, dtype=np.uint64)
     near = tables.search(queries, per_fingerprint=MAX_HITS_PER_QUERY)
     hits = _closest(near, tables.seq, MAX_HITS_PER_QUERY)
-    ids = (
-        catalog.row_ids(tables.seg[hits.row].tolist(), tables.seq[hits.row].tolist())
-        if len(hits.row)
-        else []
-    )
+    ids = _row_ids(tables, catalog, hits.row)
     found: list[list[Candidate]] = [[] for _ in simhashes]
     seqs = tables.seq[hits.row].tolist()
     for q, article_id, seq, d in zip(
@@ -61,11 +57,23 @@ def band_nearest(
     if not len(rows):
         return found
     seqs = tables.seq[rows].tolist()
-    ids = catalog.row_ids(tables.seg[rows].tolist(), seqs)
+    ids = _row_ids(tables, catalog, rows)
     for q, seq, article_id, n in zip(query.tolist(), seqs, ids, shared.tolist(), strict=True):
         if article_id is not None:
             found[q].append(BandCandidate(seq, article_id, n))
     return found
+
+
+def _row_ids(tables: SearchTables, catalog: Catalog, rows: np.ndarray) -> list[str | None]:
+    """The article id of each row (None: no longer stored), each distinct row read once: the
+    queries of one batch share neighbours wherever a feed repeats itself (a reuters `check`
+    holding the whole feed had 74,391 hits on 9,363 distinct rows), and every read is a
+    RocksDB lookup."""
+    if not len(rows):
+        return []
+    distinct, position = np.unique(rows, return_inverse=True)
+    ids = catalog.row_ids(tables.seg[distinct].tolist(), tables.seq[distinct].tolist())
+    return [ids[i] for i in position.tolist()]
 
 
 def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:

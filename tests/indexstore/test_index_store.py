@@ -349,6 +349,40 @@ def test_a_query_considers_a_bounded_number_of_the_closest_entries(tmp_path: Pat
     assert ids[5:] == [f"a{i}" for i in range(MAX_HITS_PER_QUERY - 5)]  # then the earliest
 
 
+def test_queries_sharing_neighbours_read_each_rows_id_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch's queries are searched together; where they share neighbours (a feed's copies
+    # of one story), each neighbour's article id is read from RocksDB once, not once a query.
+    from indexstore.catalog import Catalog
+
+    with open_store(tmp_path / "idx") as store:
+        with store.begin() as batch:
+            for i in range(20):
+                batch.put(rec(f"a{i}", 1 << (i % 4), NOW - HOUR + i, i.to_bytes(16, "big")))
+            batch.commit()
+        queries = [0, 0b11, 0b1000, 0b1010]
+        with store.begin() as batch:
+            one_by_one = [batch.search(q, b"q" * 16, NOW, limit=50) for q in queries]
+            batch.abort()
+        read: list[tuple[int, int]] = []
+        row_ids = Catalog.row_ids
+
+        def counted(self: Catalog, segments: list[int], seqs: list[int]) -> list[str | None]:
+            read.extend(zip(segments, seqs, strict=True))
+            return row_ids(self, segments, seqs)
+
+        monkeypatch.setattr(Catalog, "row_ids", counted)
+        with store.begin() as batch:
+            batch.prefetch([(q, b"q" * 16, NOW) for q in queries])
+            together = [batch.search(q, b"q" * 16, NOW, limit=50) for q in queries]
+            batch.abort()
+    assert together == one_by_one
+    # Every query has neighbours among the 20 rows, and all of them share some.
+    assert sum(len(r.matches) for r in together) > 20
+    assert len(read) == len(set(read)) == 20
+
+
 def _flip_middle(path: Path, length: int = 32) -> None:
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
