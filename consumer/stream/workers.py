@@ -203,7 +203,13 @@ class Analyzer:
         results = self._inline.analyze_many(works)
         self._inline_cpu_s += time.process_time() - started
         self._inline_bytes += sum(len(value) for value, _ in works if value)  # None: a tombstone
-        if self._inline_cpu_s >= self._pool_after_s and self._left_s() >= self._pool_after_s:
+        # A batch asked for before the pool started runs here even once it has: `check` asks
+        # for the next batch ahead. Only the first to pass the mark starts the workers.
+        if (
+            self._pool is None
+            and self._inline_cpu_s >= self._pool_after_s
+            and self._left_s() >= self._pool_after_s
+        ):
             self._start_pool()  # for the next batch
         yield results
 

@@ -40,6 +40,26 @@ def test_the_pool_starts_once_the_inline_fingerprinting_took_its_time() -> None:
         assert [analyzer.analyze(batch) for batch in batches] == want
 
 
+def test_the_pool_starts_once_when_a_batch_is_asked_for_ahead() -> None:
+    # `check` asks for the next batch before it decides this one. Both were asked for while
+    # no pool ran, so both are fingerprinted here; the first starts the pool, and the second
+    # must not start another (its workers would cost ~0.7 CPU-s each to start, for nothing).
+    batches = [_works(real_articles("zh_hkcnews_2017_2022.jsonl.gz", 90)[i::3]) for i in range(3)]
+    with Analyzer(InputConfig(), FingerprintConfig(), workers=None) as reference:
+        want = [r for batch in batches for r in reference.analyze(batch)]
+
+    with Analyzer(InputConfig(), FingerprintConfig(), workers=1, pool_after_s=1e-6) as analyzer:
+        first = analyzer.analyze_chunks(batches[0])
+        ahead = analyzer.analyze_chunks(batches[1])
+        got = [r for chunk in first for r in chunk]
+        pool = analyzer._pool
+        assert pool is not None
+        got += [r for chunk in ahead for r in chunk]
+        assert analyzer._pool is pool
+        got += analyzer.analyze(batches[2])
+    assert got == want
+
+
 def test_no_pool_starts_for_an_input_that_is_almost_done() -> None:
     batches = [_works(real_articles("zh_hkcnews_2017_2022.jsonl.gz", 60)[i::2]) for i in range(2)]
     first_bytes = sum(len(value) for value, _ in batches[0])
