@@ -254,6 +254,9 @@ class Analyzer:
                 process.kill()
 
     def close(self) -> None:
+        # A batch asked for earlier may still be fingerprinted here: it must not start workers
+        # that nothing would end.
+        self._pool_after_s = float("inf")
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()

@@ -60,6 +60,17 @@ def test_the_pool_starts_once_when_a_batch_is_asked_for_ahead() -> None:
     assert got == want
 
 
+def test_a_batch_fingerprinted_after_close_starts_no_pool() -> None:
+    # A batch asked for before `close` and run after it (a caller unwinding) is fingerprinted
+    # here; workers started then would outlive the analyzer, with nothing to end them.
+    batches = [_works(real_articles("zh_hkcnews_2017_2022.jsonl.gz", 60)[i::2]) for i in range(2)]
+    analyzer = Analyzer(InputConfig(), FingerprintConfig(), workers=1, pool_after_s=1e-6)
+    ahead = analyzer.analyze_chunks(batches[0])
+    analyzer.close()
+    assert all(isinstance(r, Analyzed) for chunk in ahead for r in chunk)
+    assert analyzer._pool is None
+
+
 def test_no_pool_starts_for_an_input_that_is_almost_done() -> None:
     batches = [_works(real_articles("zh_hkcnews_2017_2022.jsonl.gz", 60)[i::2]) for i in range(2)]
     first_bytes = sum(len(value) for value, _ in batches[0])
