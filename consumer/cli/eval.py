@@ -41,7 +41,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and of rensa; any LSH candidate is a match), minhash-verified, rensa-verified (the "
         "best candidate, if its estimated Jaccard is ≥ 0.5), simhash",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the edits (default 0)")
+    parser.add_argument(
+        "--templates",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="wrap this share (0..1) of the corpus articles in invented sites' page templates "
+        "(leaked CSS, navigation, footers, related-article lists), and two thirds of the edited "
+        "copies in their original's site's or another site's; truth and the judging of flags "
+        "stay on the untemplated texts, and `tmpl` counts wrong flags between two templated "
+        "articles (default 0: no templates)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the edits and templates (default 0)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", type=Path, help="write a precision/recall PNG here")
     parser.add_argument(
@@ -113,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from consumer.evaluation.baselines import BASELINES
     from consumer.evaluation.feed import CORPUS_KIND, build_feed
     from consumer.evaluation.metrics import score
+    from consumer.evaluation.templates import apply_templates
 
     baselines = _baselines(args.baselines)
     if args.limit is not None and args.limit <= 0:
@@ -123,12 +137,18 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--config {args.config}: no such file")
     if args.partitions < 1:
         raise InputError("--partitions must be 1 or more")
+    if not 0 <= args.templates <= 1:
+        raise InputError("--templates must be a share between 0 and 1")
     if args.pairs is not None:
         if args.through_kafka:
             raise InputError("--through-kafka needs --data: pairs are not a feed")
+        if args.templates:
+            raise InputError("--templates needs --data: pairs are not pages")
         return _run_pairs(args, baselines)
 
-    feed = build_feed(args.data, args.limit, args.edits, args.seed)
+    feed = apply_templates(
+        build_feed(args.data, args.limit, args.edits, args.seed), args.templates, args.seed
+    )
     check.warm_up(args.config)
     # Twice: with the configured window (what the service finds), and with one holding the
     # whole feed (what its matching finds, like the baselines, which never forget).
@@ -158,8 +178,10 @@ def run(args: argparse.Namespace) -> int:
         )
         runs.append(kafka_run)
     runs += [BASELINES[name](feed.articles) for name in baselines]
-    similarity = truth.Truth(feed.texts())
-    scores = [score(r, feed.pairs, similarity) for r in runs]
+    # Truth is about the story: a page template is no part of what two articles share.
+    similarity = truth.Truth(feed.story_texts())
+    templated = feed.templated_ids() if feed.templates is not None else None
+    scores = [score(r, feed.pairs, similarity, templated) for r in runs]
     # newsdedup forgets articles older than its window by design; the baselines never do.
     window_ms = load_config(args.config).index.retention.ms
     published = {a.id: a.published_at for a in feed.articles}
@@ -188,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
         edit_pairs=len(feed.pairs) - corpus_pairs,
         silver_pairs_checked=feed.silver_pairs_checked,
         seed=args.seed,
+        templates=_template_summary(feed),
     )
     beyond = len(feed.pairs) - len(in_window)
     if args.json:
@@ -223,6 +246,19 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 1 if failed else 0
+
+
+def _template_summary(feed):
+    """The report's account of the feed's page templates; None for a plain feed."""
+    from collections import Counter
+
+    from consumer.evaluation.report import TemplateSummary
+
+    if feed.templates is None:
+        return None
+    t = feed.templates
+    corpus_templated = sum(a.origin_id is None and a.id in t.site for a in feed.articles)
+    return TemplateSummary(t.share, corpus_templated, dict(Counter(t.reposts.values())))
 
 
 def _kafka_section(delivered, checked, served, articles, window: str) -> dict:

@@ -64,14 +64,38 @@ class TruePair:
 
 
 @dataclass(frozen=True, slots=True)
+class PageTemplates:
+    """What `consumer.evaluation.templates` did to a feed: which articles carry which invented
+    site's page template, and each of them as it was before, which truth keeps judging."""
+
+    share: float  # of the corpus articles, templated
+    untemplated: dict[str, Article]  # templated article id → the article without its template
+    site: dict[str, str]  # templated article id → the site whose template it carries
+    reposts: dict[str, str]  # edited copy id → same_site, other_site or none
+
+
+@dataclass(frozen=True, slots=True)
 class Feed:
     articles: list[Article]  # in feed (publish) order
     pairs: list[TruePair]
     undated: int  # corpus articles left out because their date could not be read
     silver_pairs_checked: int  # silver candidate pairs whose exact Jaccard was recomputed
+    templates: PageTemplates | None = None  # set on a feed with page templates
 
     def texts(self) -> dict[str, str]:
+        """The text of each article as the systems read it (page template included)."""
         return {a.id: a.text for a in self.articles}
+
+    def story_texts(self) -> dict[str, str]:
+        """The text each article's story is judged by: without any page template, since two
+        pages of one site are not the same story for sharing a template."""
+        if self.templates is None:
+            return self.texts()
+        plain = self.templates.untemplated
+        return {a.id: plain.get(a.id, a).text for a in self.articles}
+
+    def templated_ids(self) -> frozenset[str]:
+        return frozenset(self.templates.site) if self.templates else frozenset()
 
 
 _REUTERS_TIME = re.compile(

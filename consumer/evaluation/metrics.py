@@ -5,12 +5,16 @@
 * Recall: true pairs (earlier, later) whose later article is decided a duplicate of *some*
   article with Jaccard ≥ 0.5 to it (not necessarily `earlier`: matching an equally good copy
   is right), over all true pairs.
+* Template flags, on a feed with page templates: wrong flags between two articles that both
+  carry a template (their stories' Jaccard < 0.5), the mistakes a shared template invites.
+
+Jaccard is that of the stories: on a templated feed, `similarity` compares untemplated texts.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from consumer.evaluation.feed import TruePair
@@ -42,6 +46,7 @@ class Scores:
     by_kind: dict[str, KindRecall]
     error: str | None = None
     cpu_seconds: float | None = None
+    template_flags: int | None = None  # None: the feed has no page templates
 
     @property
     def precision(self) -> float | None:
@@ -71,18 +76,27 @@ class Scores:
         return self.articles / cpu if cpu and cpu > 0 and not self.error else None
 
 
-def score(run: Run, pairs: Sequence[TruePair], similarity: Similarity) -> Scores:
-    """Scores of one system's run against the true pairs, judged by `similarity` (Jaccard)."""
+def score(
+    run: Run,
+    pairs: Sequence[TruePair],
+    similarity: Similarity,
+    templated: Collection[str] | None = None,
+) -> Scores:
+    """Scores of one system's run against the true pairs, judged by `similarity` (Jaccard);
+    `templated`, on a feed with page templates, names the articles that carry one."""
     if run.error is not None:
         return Scores(run.system, 0, run.seconds, 0, 0, len(pairs), 0, {}, run.error)
     good: dict[str, bool] = {}  # article id → flagged with a correct match
     flagged = 0
+    template_flags = 0
     for d in run.decisions:
         if d.flagged:
             flagged += 1
             good[d.id] = (
                 d.matched_id is not None and similarity(d.id, d.matched_id) >= MATCH_JACCARD
             )
+            if templated is not None and not good[d.id]:
+                template_flags += d.id in templated and d.matched_id in templated
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for pair in pairs:
         t = totals[pair.kind]
@@ -99,4 +113,5 @@ def score(run: Run, pairs: Sequence[TruePair], similarity: Similarity) -> Scores
         found=sum(k.found for k in by_kind.values()),
         by_kind=by_kind,
         cpu_seconds=run.cpu_seconds,
+        template_flags=None if templated is None else template_flags,
     )

@@ -10,6 +10,15 @@ from consumer.evaluation.metrics import Scores
 
 
 @dataclass(frozen=True, slots=True)
+class TemplateSummary:
+    """What page templates a templated feed carries (`newsdedup eval --templates`)."""
+
+    share: float
+    corpus_templated: int  # corpus articles in their site's template
+    reposts: dict[str, int]  # edited copies per kind: same_site, other_site, none
+
+
+@dataclass(frozen=True, slots=True)
 class FeedSummary:
     data: str
     corpus_articles: int
@@ -19,6 +28,7 @@ class FeedSummary:
     edit_pairs: int
     silver_pairs_checked: int
     seed: int
+    templates: TemplateSummary | None = None
 
 
 # Width of a system's column: its longest name, "minhash-verified".
@@ -41,9 +51,11 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
         f" (seed {feed.seed}); {feed.undated_skipped:,} undated articles skipped",
         f"true pairs: {feed.corpus_pairs:,} in the corpus (Jaccard ≥ 0.8, exact, of "
         f"{feed.silver_pairs_checked:,} silver candidates) + {feed.edit_pairs:,} edited copies",
+        *_template_lines(feed.templates),
         "",
         f"{'system':<{_W}} {'precision':>9} {'recall':>7} {'F1':>6} {'flagged':>8} "
-        f"{'wrong':>6} {'missed':>7} {'art/s':>8} {'art/CPU-s':>9} {'seconds':>8}",
+        f"{'wrong':>6} {_template_cell(feed, 'tmpl')}{'missed':>7} {'art/s':>8} "
+        f"{'art/CPU-s':>9} {'seconds':>8}",
     ]
     for s in scores:
         if s.error:
@@ -51,7 +63,8 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
             continue
         lines.append(
             f"{s.system:<{_W}} {_fmt(s.precision):>9} {_fmt(s.recall):>7} {_fmt(s.f1):>6} "
-            f"{s.flagged:>8,} {s.flagged - s.correct:>6,} {s.pairs - s.found:>7,} "
+            f"{s.flagged:>8,} {s.flagged - s.correct:>6,} "
+            f"{_template_cell(feed, f'{s.template_flags or 0:,}')}{s.pairs - s.found:>7,} "
             f"{_rate(s.articles_per_second):>8} {_rate(s.articles_per_cpu_second):>9} "
             f"{s.seconds:>8.1f}"
         )
@@ -70,6 +83,24 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
     return "\n".join(lines)
 
 
+def _template_cell(feed: FeedSummary, value: str) -> str:
+    """The column of template flags, which only a templated feed has."""
+    return "" if feed.templates is None else f"{value:>6} "
+
+
+def _template_lines(templates: TemplateSummary | None) -> list[str]:
+    if templates is None:
+        return []
+    r = templates.reposts
+    return [
+        f"page templates: {templates.corpus_templated:,} corpus articles "
+        f"({templates.share:.0%}) in their site's template; edited copies: "
+        f"{r.get('same_site', 0):,} same-site, {r.get('other_site', 0):,} cross-site, "
+        f"{r.get('none', 0):,} untemplated reposts; truth compares the untemplated texts "
+        "(tmpl: wrong flags between two templated articles)"
+    ]
+
+
 def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
     """Everything in the text report, as numbers (for tracking and for BENCHMARKS.md)."""
     return {
@@ -82,6 +113,13 @@ def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
             "edit_pairs": feed.edit_pairs,
             "silver_pairs_checked": feed.silver_pairs_checked,
             "seed": feed.seed,
+            "templates": None
+            if feed.templates is None
+            else {
+                "share": feed.templates.share,
+                "corpus_templated": feed.templates.corpus_templated,
+                "reposts": feed.templates.reposts,
+            },
         },
         "systems": [
             {
@@ -92,6 +130,7 @@ def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
                 "f1": s.f1,
                 "flagged": s.flagged,
                 "wrongly_flagged": s.flagged - s.correct,
+                "template_flags": s.template_flags,
                 "pairs": s.pairs,
                 "missed": s.pairs - s.found,
                 "articles": s.articles,
