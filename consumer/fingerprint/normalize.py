@@ -1,7 +1,8 @@
 """Text normalization for fingerprinting: decides which texts count as "the same text".
 
-HTML to text, invisible characters dropped, Unicode NFKC, case folding, Traditional to Simplified
-Chinese (C++ OpenCC, `t2s`) and whitespace collapsed, in that order.
+HTML to text, style rules that leaked into the text dropped (`leaked_style`), invisible
+characters dropped, Unicode NFKC, case folding, Traditional to Simplified Chinese (C++ OpenCC,
+`t2s`) and whitespace collapsed, in that order.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import unicodedata
 from collections.abc import Sequence
 
 import opencc
+
+from consumer.fingerprint.html_names import HTML_ELEMENTS
+from consumer.fingerprint.leaked_style import strip_leaked_style
 
 # Characters that carry no text: C0/C1 controls other than whitespace, soft hyphen, zero-width
 # and bidi controls (inserted by CMSs and anti-scraping tricks, often inside Chinese words),
@@ -25,22 +29,11 @@ _INVISIBLE = re.compile(
 # Elements whose body is not text: dropped up to their closing tag.
 _RAW_ELEMENTS = ("script", "style", "noscript", "template", "iframe", "svg", "math", "head")
 _RAW_END = {name: re.compile(rf"</{name}\s*>", re.IGNORECASE) for name in _RAW_ELEMENTS}
-# Known element names only: plain text uses angle brackets too (Reuters writes tickers as <BP>
-# and companies as <Sedio N.V.>), and those must stay words.
-_ELEMENTS = (
-    "a|abbr|address|area|article|aside|audio|b|base|bdi|bdo|big|blockquote|body|br|button|"
-    "canvas|caption|center|cite|code|col|colgroup|data|datalist|dd|del|details|dfn|dialog|div|"
-    "dl|dt|em|embed|fieldset|figcaption|figure|font|footer|form|h[1-6]|header|hgroup|hr|html|i|"
-    "img|input|ins|kbd|label|legend|li|link|main|map|mark|meta|meter|nav|object|ol|optgroup|"
-    "option|output|p|param|picture|pre|progress|q|rp|rt|ruby|s|samp|section|select|small|"
-    "source|span|strike|strong|sub|summary|sup|table|tbody|td|textarea|tfoot|th|thead|time|"
-    "title|tr|track|tt|u|ul|var|video|wbr"
-)
 # Every pattern stops at the next "<", and bodies of raw elements and comments are searched
 # forward once, so stripping is linear in the input even for hostile text full of unclosed tags.
 _MARKUP = re.compile(
     rf"<!--|<({'|'.join(_RAW_ELEMENTS)})(?=[\s/>])[^<>]*>"
-    rf"|</?(?:{'|'.join(_RAW_ELEMENTS)}|{_ELEMENTS})(?=[\s/>])[^<>]*>|<![a-z][^<>]*>|<\?[^<>]*>",
+    rf"|</?(?:{'|'.join(_RAW_ELEMENTS)}|{HTML_ELEMENTS})(?=[\s/>])[^<>]*>|<![a-z][^<>]*>|<\?[^<>]*>",
     re.IGNORECASE,
 )
 # Tags that end a line in a browser become a space, so words on both sides stay apart; inline
@@ -165,7 +158,7 @@ def _prepare(text: str) -> str:
     """Everything before the Traditional to Simplified conversion."""
     # Whitespace is collapsed first so that `isprintable()` (0.5 µs) can tell that a text
     # holds no invisible character, sparing the regex scan (20 µs) for nearly every article.
-    text = " ".join(strip_html(text).split())
+    text = " ".join(strip_leaked_style(strip_html(text)).split())
     if not text.isprintable():
         # After HTML: entities may decode to invisible characters (&#8203;, &#xfeff;).
         text = _INVISIBLE.sub("", text)

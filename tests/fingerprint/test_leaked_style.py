@@ -1,0 +1,78 @@
+"""Style rules that leaked into scraped text are dropped; prose with braces is not."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer.fingerprint.leaked_style import strip_leaked_style
+from consumer.fingerprint.normalize import Normalizer
+
+TEMPLATE_CSS = (
+    ".art-hd{padding:20px 20px 0px;background:url(//img.portal.example/hd.png) no-repeat 0 0 "
+    "#f4f4f4;}.art-hd h1{font-size:26px;line-height:36px;color:#222;}"
+    "ul.share li a:hover,#nav .cur{color:#c00 !important;text-decoration:underline}"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (TEMPLATE_CSS + "正文开始", " 正文开始"),
+        ("导语" + TEMPLATE_CSS + "正文", "导语 正文"),
+        ("@media screen and (max-width:600px){.a{width:100%}.b p{margin:0}} 新闻", "  新闻"),
+        (
+            "@font-face{font-family:iconfont;src:url('//cdn.example/f.woff') format('woff')}正文",
+            " 正文",
+        ),
+        ("body{margin:0}\ndiv.main > p + p{text-indent:2em}\nThe story.", " The story."),
+    ],
+)
+def test_style_rules_go(text: str, expected: str) -> None:
+    assert strip_leaked_style(text) == expected
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "He said {the deal} was off: prices {rose: 3%}.",
+        'The JSON {"a": 1} stays, and so does f(x) = {x: x > 0}.',
+        "Sets like {1, 2, 3} and maps like {key: value} are not style rules.",
+        "记者{张三}报道：今日{天气：晴}",
+        "If x {y:z} then",
+    ],
+)
+def test_prose_with_braces_stays(prose: str) -> None:
+    assert strip_leaked_style(prose) == prose
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text().filter(lambda t: "{" not in t))
+def test_text_without_a_brace_is_never_touched(text: str) -> None:
+    assert strip_leaked_style(text) is text
+
+
+def test_a_chinese_article_behind_a_style_block_normalizes_as_without_it() -> None:
+    normalize = Normalizer()
+    story = "香港特区政府今日公布最新经济数据，第三季度本地生产总值按年实质增长百分之二点九。"
+    assert normalize(TEMPLATE_CSS + story) == normalize(story)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "a{" * 50_000,
+        ".x " * 40_000 + "{",
+        "p{color:" * 30_000,
+        ".a:b(" * 30_000 + "{}",
+        "@media " * 30_000 + "{",
+        ".a{b:c;" * 20_000,
+    ],
+)
+def test_hostile_text_is_linear(hostile: str) -> None:
+    start = time.process_time()
+    strip_leaked_style(hostile)
+    assert time.process_time() - start < 2.0
