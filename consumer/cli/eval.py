@@ -122,7 +122,7 @@ def _baselines(value: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `newsdedup --help` and the service never need the eval extra.
     from consumer.config import load_config
-    from consumer.evaluation import check, report, through_kafka, truth
+    from consumer.evaluation import check, clusters, report, through_kafka, truth
     from consumer.evaluation.baselines import BASELINES
     from consumer.evaluation.feed import CORPUS_KIND, build_feed
     from consumer.evaluation.metrics import score
@@ -181,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     # Truth is about the story: a page template is no part of what two articles share.
     similarity = truth.Truth(feed.story_texts())
     templated = feed.templated_ids() if feed.templates is not None else None
-    scores = [score(r, feed.pairs, similarity, templated) for r in runs]
+    stories = clusters.true_clusters((a.id for a in feed.articles), feed.pairs)
+    scores = [score(r, feed.pairs, similarity, templated, stories) for r in runs]
     # newsdedup forgets articles older than its window by design; the baselines never do.
     window_ms = load_config(args.config).index.retention.ms
     published = {a.id: a.published_at for a in feed.articles}
@@ -211,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         silver_pairs_checked=feed.silver_pairs_checked,
         seed=args.seed,
         templates=_template_summary(feed),
+        **_true_cluster_sizes(stories),
     )
     beyond = len(feed.pairs) - len(in_window)
     if args.json:
@@ -246,6 +248,14 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 1 if failed else 0
+
+
+def _true_cluster_sizes(stories: dict[str, str]) -> dict[str, int]:
+    """How many true clusters hold more than one article, and how many articles they hold."""
+    from collections import Counter
+
+    sizes = [n for n in Counter(stories.values()).values() if n > 1]
+    return {"true_clusters": len(sizes), "clustered_articles": sum(sizes)}
 
 
 def _template_summary(feed):

@@ -2,10 +2,11 @@
 
 The contract used: `check IN.jsonl -o OUT.jsonl --state DIR --dlq DLQ.jsonl
 [--config FILE]` writes one decision JSON line per input line, in input order, with at least
-`id`, `decision` and `matched_id`, except for lines it rejects (no text to fingerprint, say),
-which it reports in DLQ.jsonl by `line` number instead. A rejected article is decided nothing:
-it counts as not flagged. Going through the command keeps the evaluation independent of the
-internals and measures what a user gets, start-up included.
+`id`, `decision` and `matched_id` (and `cluster_id`, read where present), except for lines it
+rejects (no text to fingerprint, say), which it reports in DLQ.jsonl by `line` number instead.
+A rejected article is decided nothing: it counts as not flagged, and is a cluster of its own.
+Going through the command keeps the evaluation independent of the internals and measures what
+a user gets, start-up included.
 """
 
 from __future__ import annotations
@@ -43,13 +44,19 @@ def decision_from_record(record: object) -> Decision:
         verdict = DecisionKind(record["decision"])  # type: ignore[index]
         article_id = record["id"]  # type: ignore[index]
         matched = record.get("matched_id")  # type: ignore[union-attr]
+        cluster = record.get("cluster_id")  # type: ignore[union-attr]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ContractError(repr(e)) from None
     if not isinstance(article_id, str):
         raise ContractError(f"id {article_id!r} is not a string")
     if verdict is not DecisionKind.UNIQUE and not isinstance(matched, str):
         raise ContractError(f"{verdict} without a matched_id")
-    return Decision(article_id, verdict, matched if isinstance(matched, str) else None)
+    return Decision(
+        article_id,
+        verdict,
+        matched if isinstance(matched, str) else None,
+        cluster if isinstance(cluster, str) else None,
+    )
 
 
 def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[Decision, ...]:

@@ -5,6 +5,8 @@
 * Recall: true pairs (earlier, later) whose later article is decided a duplicate of *some*
   article with Jaccard ≥ 0.5 to it (not necessarily `earlier`: matching an equally good copy
   is right), over all true pairs.
+* Cluster quality, where the true clusters are given: pairwise precision and recall over
+  clusters and the adjusted Rand index (consumer/evaluation/clusters.py).
 * Template flags, on a feed with page templates: wrong flags between two articles that both
   carry a template (their stories' Jaccard < 0.5), the mistakes a shared template invites.
 
@@ -17,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from consumer.evaluation.clusters import ClusterScores, Labels, compare, predicted_clusters
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.runs import Run
 from consumer.evaluation.truth import MATCH_JACCARD
@@ -47,6 +50,7 @@ class Scores:
     error: str | None = None
     cpu_seconds: float | None = None
     template_flags: int | None = None  # None: the feed has no page templates
+    clusters: ClusterScores | None = None  # None: not measured, or the run failed
 
     @property
     def precision(self) -> float | None:
@@ -81,9 +85,11 @@ def score(
     pairs: Sequence[TruePair],
     similarity: Similarity,
     templated: Collection[str] | None = None,
+    true_clusters: Labels | None = None,
 ) -> Scores:
     """Scores of one system's run against the true pairs, judged by `similarity` (Jaccard);
-    `templated`, on a feed with page templates, names the articles that carry one."""
+    `templated`, on a feed with page templates, names the articles that carry one;
+    `true_clusters` (article → true cluster, every article) adds cluster quality."""
     if run.error is not None:
         return Scores(run.system, 0, run.seconds, 0, 0, len(pairs), 0, {}, run.error)
     good: dict[str, bool] = {}  # article id → flagged with a correct match
@@ -114,4 +120,9 @@ def score(
         by_kind=by_kind,
         cpu_seconds=run.cpu_seconds,
         template_flags=None if templated is None else template_flags,
+        clusters=(
+            None
+            if true_clusters is None
+            else compare(predicted_clusters(run.decisions), true_clusters)
+        ),
     )

@@ -29,6 +29,8 @@ class FeedSummary:
     silver_pairs_checked: int
     seed: int
     templates: TemplateSummary | None = None
+    true_clusters: int = 0  # connected components of the true pairs (2+ articles each)
+    clustered_articles: int = 0  # articles in them
 
 
 # Width of a system's column: its longest name, "minhash-verified".
@@ -69,6 +71,7 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
             f"{s.seconds:>8.1f}"
         )
     ok = [s for s in scores if not s.error]
+    lines += _cluster_lines(feed, ok)
     kinds = sorted({k for s in ok for k in s.by_kind})
     if kinds:
         lines += ["", "recall by kind of pair:", f"{'kind':<20} {'pairs':>6} " + " ".join(
@@ -81,6 +84,26 @@ def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
             )
             lines.append(f"{kind:<20} {n:>6,} {cells}")
     return "\n".join(lines)
+
+
+def _cluster_lines(feed: FeedSummary, ok: Sequence[Scores]) -> list[str]:
+    """Cluster quality per system: pairs of articles in one cluster, against the true ones."""
+    measured = [(s.system, s.clusters) for s in ok if s.clusters is not None]
+    if not measured:
+        return []
+    lines = [
+        "",
+        f"clusters (true: {feed.true_clusters:,} clusters of 2+ holding "
+        f"{feed.clustered_articles:,} articles; pair-prec/pair-rec over pairs of articles in "
+        "one cluster; ARI adjusted Rand index):",
+        f"{'system':<{_W}} {'pair-prec':>9} {'pair-rec':>8} {'ARI':>6} {'clusters':>9}",
+    ]
+    for system, c in measured:
+        lines.append(
+            f"{system:<{_W}} {_fmt(c.precision):>9} {_fmt(c.recall):>8} {_fmt(c.ari):>6} "
+            f"{c.clusters:>9,}"
+        )
+    return lines
 
 
 def _template_cell(feed: FeedSummary, value: str) -> str:
@@ -120,6 +143,8 @@ def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
                 "corpus_templated": feed.templates.corpus_templated,
                 "reposts": feed.templates.reposts,
             },
+            "true_clusters": feed.true_clusters,
+            "clustered_articles": feed.clustered_articles,
         },
         "systems": [
             {
@@ -138,6 +163,7 @@ def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
                 "articles_per_second": s.articles_per_second,
                 "cpu_seconds": None if s.cpu_seconds is None else round(s.cpu_seconds, 3),
                 "articles_per_cpu_second": s.articles_per_cpu_second,
+                "clusters": _cluster_json(s),
                 "recall_by_kind": {
                     k: {"pairs": v.pairs, "found": v.found, "recall": v.recall}
                     for k, v in s.by_kind.items()
@@ -145,6 +171,21 @@ def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
             }
             for s in scores
         ],
+    }
+
+
+def _cluster_json(s: Scores) -> dict | None:
+    c = s.clusters
+    if c is None:
+        return None
+    return {
+        "pair_precision": c.precision,
+        "pair_recall": c.recall,
+        "adjusted_rand_index": c.ari,
+        "clusters": c.clusters,
+        "predicted_pairs": c.predicted_pairs,
+        "true_pairs": c.true_pairs,
+        "agreeing_pairs": c.agreeing_pairs,
     }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from consumer.deciding.decision import DecisionKind
 
@@ -12,6 +12,10 @@ class Decision:
     id: str
     verdict: DecisionKind
     matched_id: str | None = None
+    # The cluster newsdedup put the article in; None where a system names none (the
+    # baselines). Not compared: two answers are the same when verdict and match are, though
+    # the service, reading partitions in another order, may name a cluster by another article.
+    cluster_id: str | None = field(default=None, compare=False)
 
     @property
     def flagged(self) -> bool:

@@ -242,3 +242,28 @@ def test_pairs_report_runs_every_baseline_in_aligned_columns(
     # Every row's precision sits under the header's, whatever the system's name.
     column = header.index("precision") + len("precision")
     assert all(ln[column - 5 : column] in ("1.000", "    —") for ln in table)
+
+
+@pytest.mark.usefixtures("fake_check")
+def test_cluster_quality_for_every_system(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "--data", str(corpus), "--edits", "24", "--baselines", "minhash,simhash"]
+    assert cli.main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # 6 corpus reposts and 24 copies of 66 articles; copies of one article make one story.
+    assert report["feed"]["clustered_articles"] <= 66 + 24
+    assert 0 < report["feed"]["true_clusters"] <= 30
+    for s in report["systems"]:
+        c = s["clusters"]
+        assert 0 <= c["agreeing_pairs"] <= min(c["predicted_pairs"], c["true_pairs"])
+        assert -1 <= c["adjusted_rand_index"] <= 1
+    systems = {s["system"]: s["clusters"] for s in report["systems"]}
+    # The stand-in joins only exact reposts, named by its cluster_id: never wrongly.
+    assert systems["newsdedup"]["pair_precision"] == 1.0
+    assert systems["newsdedup"]["pair_recall"] < systems["minhash"]["pair_recall"]
+
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines.index(next(ln for ln in lines if ln.startswith("clusters (true:")))
+    assert lines[header + 1].split() == ["system", "pair-prec", "pair-rec", "ARI", "clusters"]
+    named = [ln.split()[0] for ln in lines[header + 2 : header + 6]]
+    assert named == ["newsdedup", "newsdedup-whole", "minhash", "simhash"]
