@@ -31,6 +31,7 @@ from indexstore.commit import (
     TableRows,
 )
 from indexstore.errors import IndexStateError, IndexStoreError
+from indexstore.frequencies import FrequencyPolicy, first_segment
 from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
 from indexstore.tables import SearchTables
@@ -54,6 +55,12 @@ class CommittedIndex(Protocol):
 
     def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
         """The stored shingles of the committed rows (segment, seq), None where none."""
+
+    def frequency_policy(self) -> FrequencyPolicy | None:
+        """Which keys of which records count (None: key frequencies are not kept)."""
+
+    def frequencies(self, keys: np.ndarray, first: int | None) -> np.ndarray:
+        """How many committed rows of segments from `first` on (None: all) carry each key."""
 
     def write(self, commit: Commit) -> None:
         """Write the batch's changes in one WriteBatch."""
@@ -136,6 +143,11 @@ class Batch:
         self._band_probes: list[bytes] = []
         self._bands_among = BandTables()
         self._band_neighbours: dict[bytes, list[tuple[int, int]]] = {}
+        # Key frequencies (indexstore/frequencies.py): what this batch's puts change, as the
+        # commit hands them on, and the same by segment and key for its own `frequencies`.
+        self._policy = index.frequency_policy()
+        self._frequency_changes: list[tuple[int, np.ndarray, int]] = []
+        self._pending_counts: dict[int, dict[int, int]] = defaultdict(dict)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -173,6 +185,36 @@ class Batch:
                 if raw:
                     found[article_id] = raw
         return found
+
+    def frequencies(self, keys: np.ndarray) -> np.ndarray:
+        """How many live rows of the window, this batch's puts included, carry each of these
+        uint32 keys among the keys the index's `FrequencyPolicy` counts (zeros without one)."""
+        self._check()
+        keys = np.asarray(keys, dtype=np.uint32)
+        if self._policy is None:
+            return np.zeros(len(keys), dtype=np.int64)
+        first = first_segment(self._watermark, self._retention_ms, self._segment_ms)
+        out = self._index.frequencies(keys, first)
+        listed = None
+        for segment, counts in self._pending_counts.items():
+            if counts and (first is None or segment >= first):
+                listed = keys.tolist() if listed is None else listed
+                get = counts.get
+                out += np.fromiter((get(k, 0) for k in listed), np.int64, len(listed))
+        return out
+
+    def _count(self, segment: int, shingles: bytes, sign: int) -> None:
+        """A counted row in `segment` with these shingles starts (+1) or stops (-1) counting
+        its keys."""
+        if self._policy is None or not shingles:
+            return
+        keys = self._policy.keys(shingles)
+        if not len(keys):
+            return
+        self._frequency_changes.append((segment, keys, sign))
+        counts = self._pending_counts[segment]
+        for key in keys.tolist():
+            counts[key] = counts.get(key, 0) + sign
 
     def prefetch_records(self, article_ids: Iterable[str]) -> None:
         """Read the committed records of these ids with one multi-get per generation, so the
@@ -426,8 +468,13 @@ class Batch:
         if event_time_ms > self._time_limit:
             event_time_ms = self._time_limit
             record = dataclasses.replace(record, event_time_ms=event_time_ms)
-        if record.article_id not in self._pending:
+        replaced = self._pending.get(record.article_id)
+        if replaced is None:
             self._forget_committed(record.article_id)
+        elif replaced.seq is not None and self._counts(replaced.record):
+            # Its row is never written: its keys stop counting before they are committed.
+            replaced_segment = replaced.record.event_time_ms // self._segment_ms
+            self._count(replaced_segment, replaced.record.shingles, -1)
         start = self._window_start()
         late = start is not None and event_time_ms < start
         storage_time = event_time_ms if start is None else max(event_time_ms, start)
@@ -450,9 +497,14 @@ class Batch:
                 self._rows_by_bands[record.bands].append(n)
                 if record.bands not in self._band_neighbours:
                     self._band_unprobed.append(n)
+            if self._counts(record):
+                self._count(event_time_ms // self._segment_ms, record.shingles, 1)
             if self._watermark_follows_puts:
                 self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = Stored(record, seq, gen)
+
+    def _counts(self, record: ArticleRecord) -> bool:
+        return self._policy is not None and self._policy.counts(record.payload)
 
     def advance_watermark(self, time_ms: int) -> None:
         """Move the watermark to `time_ms` when that is later (never past the clamp limit)."""
@@ -525,6 +577,12 @@ class Batch:
                     self._positions,
                     self._watermark,
                     self._next_seq,
+                    # Keys of rows never written (their segment left the window) never count.
+                    [
+                        change
+                        for change in self._frequency_changes
+                        if change[2] < 0 or cut is None or (change[0] + 1) * seg_ms > cut
+                    ],
                 )
             )
         finally:
@@ -581,6 +639,9 @@ class Batch:
         if committed.seq is not None:
             segment = committed.record.event_time_ms // self._segment_ms
             self._dead_rows.append(DeadRow(segment, committed.seq))
+            if self._policy is not None and self._policy.counts(committed.record.payload):
+                shingles = self._index.read_shingles([segment], [committed.seq])[0]
+                self._count(segment, shingles or b"", -1)
         self._dead_records.append(DeadRecord(committed.generation, article_id.encode()))
 
     def _collect(self, simhashes: list[int]) -> None:

@@ -98,7 +98,8 @@ class Commit:
 
     `rows`: segment -> its new rows; `added`: the same rows for the search tables (None: no
     rows); `dead_rows` and `dead_records`: replaced entries, deleted; `records`: article
-    records to write; `positions`, `watermark` and `next_seq`: the state after the commit.
+    records to write; `positions`, `watermark` and `next_seq`: the state after the commit;
+    `frequency_changes`: the key counts it changes.
     """
 
     rows: Mapping[int, SegmentRows]
@@ -109,3 +110,5 @@ class Commit:
     positions: Mapping[str, int]
     watermark: int | None
     next_seq: int
+    # (segment, keys, +1 or -1): rows whose keys start or stop counting (indexstore/frequencies.py).
+    frequency_changes: Sequence[tuple[int, np.ndarray, int]] = ()

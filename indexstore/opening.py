@@ -4,8 +4,8 @@ It refuses a directory that is not an index (or is in use or damaged), derives t
 an index of given options has, and scans the column families into the store's catalog:
 groups of segments, segments with their blob keys and row counts, article generations, and
 the committed rows for the search tables; indexstore.catalog keeps them from then on. It may
-import rocksdict, numpy and indexstore.encoding, .errors, .model, .commit, .catalog and
-.rocksdb_errors; nothing of the store or its writers.
+import rocksdict, numpy and indexstore.encoding, .errors, .model, .commit, .catalog,
+.frequencies and .rocksdb_errors; nothing of the store or its writers.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import numpy as np
 import rocksdict
 
 from indexstore import encoding as enc
-from indexstore.catalog import Generation, Group, Segment
+from indexstore.catalog import Catalog, Generation, Group, Segment
 from indexstore.commit import TableRows
 from indexstore.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexStoreError
+from indexstore.frequencies import FrequencyPolicy, FrequencyTable
 from indexstore.model import IndexOptions
 from indexstore.rocksdb_errors import index_error
 
@@ -29,6 +30,8 @@ from indexstore.rocksdb_errors import index_error
 # most of their time creating column families. A window holds about this many groups, so
 # range-deleted segments wait at most a quarter of the window for their group to be dropped.
 GROUPS_PER_WINDOW = 4
+# Shingles read at once when counting key frequencies at open: bounds the memory it takes.
+_SHINGLES_PER_READ = 10_000
 
 
 @dataclass(slots=True)
@@ -189,3 +192,33 @@ def read_bands(generations: Iterable[Generation]) -> tuple[np.ndarray, list[byte
             it.next()
         del it
     return np.array(seqs, dtype=np.uint64), bands
+
+
+def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int) -> FrequencyTable:
+    """The key frequencies of every searchable record that `policy` counts, read from disk:
+    a pass over every record, and the shingles of those counted."""
+    segments: list[int] = []
+    seqs: list[int] = []
+    for generation in catalog.generations.values():
+        it = generation.cf.iter()
+        it.seek_to_first()
+        while it.valid():
+            raw = it.value()
+            if enc.record_version(raw) == enc.RECORD_VERSION:
+                record, seq = enc.decode_record("", raw)
+                segment = record.event_time_ms // segment_ms
+                live = segment in catalog.segments  # else its row expired, the record not yet
+                if seq is not None and live and policy.counts(record.payload):
+                    segments.append(segment)
+                    seqs.append(seq)
+            it.next()
+        del it
+    table = FrequencyTable()
+    for start in range(0, len(seqs), _SHINGLES_PER_READ):
+        part = slice(start, start + _SHINGLES_PER_READ)
+        for segment, shingles in zip(
+            segments[part], catalog.read_shingles(segments[part], seqs[part]), strict=True
+        ):
+            if shingles:
+                table.add(segment, policy.keys(shingles))
+    return table

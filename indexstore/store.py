@@ -30,6 +30,7 @@ from indexstore.batch import Batch, BatchStart
 from indexstore.catalog import Catalog, Segment, multi_get
 from indexstore.commit import BandCandidate, Candidate, Commit, SegmentRows, Stored
 from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStateError, IndexStoreError
+from indexstore.frequencies import FrequencyPolicy, FrequencyTable, first_segment
 from indexstore.layout import Layout, choose_layout
 from indexstore.model import (
     ArticleRecord,
@@ -76,6 +77,8 @@ class IndexStore:
     _catalog: Catalog
     _tables: SearchTables
     _migrated: Migrated | None
+    _policy: FrequencyPolicy | None
+    _frequencies: FrequencyTable
 
     def __init__(self) -> None:
         raise TypeError("use IndexStore.open(path, options)")
@@ -91,6 +94,7 @@ class IndexStore:
         read_only: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
         upgrade: PayloadUpgrade | None = None,
+        frequencies: FrequencyPolicy | None = None,
     ) -> IndexStore:
         """Create or reopen the index in `path`.
 
@@ -100,7 +104,8 @@ class IndexStore:
         such an index is migrated to the current format as it opens (`migrated` tells), or,
         opened read-only, its records are converted as they are read; without it, such an
         index is refused for writing. An index of format 4 needs no conversion: it is migrated
-        (its records gain empty bands) or read as it is.
+        (its records gain empty bands) or read as it is. `frequencies` says which keys of which
+        records `Batch.frequencies` counts (indexstore/frequencies.py); without it, none.
         """
         opening.validate(options)
         self = object.__new__(cls)
@@ -111,6 +116,8 @@ class IndexStore:
         self._batch = None
         self._closed = True
         self._migrated = None
+        self._policy = None if read_only else frequencies
+        self._frequencies = FrequencyTable()
         self._errors = RocksDBErrors(self._path)
         # Shared by every column family: one cache, one memory budget.
         self._rocksdb_opts = rocksdb_options(options.memory_bytes)
@@ -180,6 +187,20 @@ class IndexStore:
         elif found.rows is not None:
             self._tables.append(*found.rows)
             self._tables.add_bands(*opening.read_bands(found.generations.values()))
+        self._count_frequencies()
+
+    def _count_frequencies(self) -> None:
+        """The key frequencies of the committed rows, read from disk (at open, after a bulk
+        load)."""
+        if self._policy is None:
+            return
+        self._frequencies = opening.read_frequencies(
+            self._catalog, self._policy, self._meta.segment_ms
+        )
+        self._frequencies.advance(self._first_counted_segment(self._watermark))
+
+    def _first_counted_segment(self, watermark: int | None) -> int | None:
+        return first_segment(watermark, self._options.retention_ms, self._meta.segment_ms)
 
     def _tag(self) -> str:
         """What the search tables are a function of: the snapshot is valid while it is equal."""
@@ -265,6 +286,7 @@ class IndexStore:
                 "memtables": total("rocksdb.cur-size-all-mem-tables"),
                 "table_readers": total("rocksdb.estimate-table-readers-mem"),
                 "search_tables": self._tables.memory_bytes(),
+                "key_frequencies": self._frequencies.memory_bytes(),
             }
 
     def expiry_due(self) -> bool:
@@ -349,6 +371,7 @@ class IndexStore:
             for gen in [g for g in catalog.generations if (g + 1) * gen_ms <= before_ms]:
                 catalog.drop_generation(gen)
         self._tables.drop_segments(dropped)
+        self._frequencies.drop_segments(dropped)
         return dropped
 
     def prepare_search(self) -> None:
@@ -420,6 +443,9 @@ class IndexStore:
         )
         if planned.written or planned.commit.positions:
             self._write(planned.commit)
+        if planned.written:
+            # Rows added and replaced at once: counted again from disk, as at open.
+            self._count_frequencies()
         return planned.written
 
     def _write(self, commit: Commit) -> None:
@@ -476,6 +502,12 @@ class IndexStore:
             seg.stored += len(new.fingerprints)
         if commit.added is not None:
             self._tables.append(*commit.added)
+        for segment, keys, sign in commit.frequency_changes:
+            if sign > 0:
+                self._frequencies.add(segment, keys)
+            else:
+                self._frequencies.remove(segment, keys)
+        self._frequencies.advance(self._first_counted_segment(commit.watermark))
         self._positions.update(commit.positions)
         self._watermark = commit.watermark
         self._next_seq = commit.next_seq
@@ -564,6 +596,12 @@ class _BatchAccess:
 
     def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
         return self._store._catalog.read_shingles(segments, seqs)
+
+    def frequency_policy(self) -> FrequencyPolicy | None:
+        return self._store._policy
+
+    def frequencies(self, keys: np.ndarray, first: int | None) -> np.ndarray:
+        return self._store._frequencies.counts(keys, first)
 
     def write(self, commit: Commit) -> None:
         self._store._write(commit)

@@ -1,0 +1,196 @@
+"""Key frequencies: how many live rows of the window carry each 32-bit key.
+
+A caller that opens the index with a `FrequencyPolicy` says which of a record's keys count
+(for the service: a sample of the shingle hashes of articles that start a cluster), and asks
+`Batch.frequencies` how many rows of the window carry them. Like the band tables, the table is
+a cache of what is on disk: it is derived from the rows' records and stored shingles, built at
+open and kept in step with every commit and expiry, so it survives whatever the rows survive
+(a crash, a restore, a rebuild) without being written anywhere itself.
+
+Counts follow the window, not expiry: a segment stops counting as soon as the window's start
+has passed its end, whenever RocksDB drops it. That keeps every answer a function of the
+watermark and of the rows put before it, the same in `check` and through Kafka, whatever the
+batch boundaries. Rows are kept per segment (4 bytes a key) to take a segment out of the
+counts; the counts themselves are one sorted array of distinct keys with their counts (8 bytes
+a key), changes gathered in a small dict and merged into it when the dict grows.
+
+It may import numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+import numpy as np
+
+_EMPTY_KEYS = np.empty(0, dtype=np.uint32)
+# The changes are merged into the sorted arrays once they number this many, or an eighth of
+# the keys counted, whichever is more: merging costs a pass over all keys.
+_MIN_MERGE = 4096
+
+
+class FrequencyPolicy(Protocol):
+    """Which keys of a record count: `counts(payload)` whether the record's do at all (read
+    first, so that shingles are read only for those), then `keys(shingles)` which ones."""
+
+    def counts(self, payload: bytes) -> bool: ...
+
+    def keys(self, shingles: bytes) -> np.ndarray: ...
+
+
+def first_segment(watermark: int | None, retention_ms: int, segment_ms: int) -> int | None:
+    """The first segment whose rows count: the one holding the window's start (None: all)."""
+    if watermark is None:
+        return None
+    return (watermark - retention_ms) // segment_ms
+
+
+def count_in(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """How often each of `keys` occurs in `sorted_keys`."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=np.int64)
+    return (
+        np.searchsorted(sorted_keys, keys, side="right")
+        - np.searchsorted(sorted_keys, keys, side="left")
+    ).astype(np.int64)
+
+
+class SegmentKeys:
+    """The keys of one segment's counted rows, with repeats, sorted on demand."""
+
+    __slots__ = ("_chunks", "_sorted")
+
+    def __init__(self) -> None:
+        self._chunks: list[np.ndarray] = []
+        self._sorted: np.ndarray | None = _EMPTY_KEYS
+
+    def add(self, keys: np.ndarray) -> None:
+        self._chunks.append(keys)
+        self._sorted = None
+
+    def remove(self, keys: np.ndarray) -> None:
+        """Take these keys out once each (they were added with a row now replaced)."""
+        everything = self.sorted()
+        drop = np.searchsorted(everything, np.sort(keys))
+        # Equal keys removed: consecutive positions from the first of each run.
+        run_start = np.r_[True, np.diff(drop) != 0] if len(drop) else drop.astype(bool)
+        offsets = np.arange(len(drop)) - np.maximum.accumulate(
+            np.where(run_start, np.arange(len(drop)), 0)
+        )
+        self._chunks = [np.delete(everything, drop + offsets)]
+        self._sorted = self._chunks[0]
+
+    def sorted(self) -> np.ndarray:
+        if self._sorted is None:
+            self._sorted = np.sort(np.concatenate(self._chunks)) if self._chunks else _EMPTY_KEYS
+            self._chunks = [self._sorted]
+        return self._sorted
+
+    def __len__(self) -> int:
+        return sum(map(len, self._chunks))
+
+
+class KeyCounts:
+    """Counts of distinct keys: a sorted array and its counts, plus a dict of recent changes."""
+
+    __slots__ = ("_changes", "_counts", "_keys")
+
+    def __init__(self) -> None:
+        self._keys = _EMPTY_KEYS
+        self._counts = np.empty(0, dtype=np.int64)
+        self._changes: dict[int, int] = {}
+
+    def change(self, keys: np.ndarray, sign: int) -> None:
+        changes = self._changes
+        for key in keys.tolist():
+            changes[key] = changes.get(key, 0) + sign
+        if len(changes) >= max(_MIN_MERGE, len(self._keys) // 8):
+            self._merge()
+
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(keys), dtype=np.int64)
+        if len(self._keys):
+            at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+            found = self._keys[at] == keys
+            out[found] = self._counts[at[found]]
+        if self._changes:
+            get = self._changes.get
+            out += np.fromiter((get(k, 0) for k in keys.tolist()), np.int64, len(keys))
+        return out
+
+    def _merge(self) -> None:
+        changed = np.fromiter(self._changes.keys(), np.uint32, len(self._changes))
+        deltas = np.fromiter(self._changes.values(), np.int64, len(self._changes))
+        keys = np.concatenate([self._keys, changed])
+        unique, inverse = np.unique(keys, return_inverse=True)
+        counts = np.bincount(
+            inverse, weights=np.concatenate([self._counts, deltas]), minlength=len(unique)
+        ).astype(np.int64)
+        kept = counts > 0
+        self._keys, self._counts = unique[kept], counts[kept]
+        self._changes = {}
+
+    def memory_bytes(self) -> int:
+        return self._keys.nbytes + self._counts.nbytes + 100 * len(self._changes)
+
+
+class FrequencyTable:
+    """The committed rows' key counts over the window (`first`: the first segment counted)."""
+
+    def __init__(self) -> None:
+        self._segments: dict[int, SegmentKeys] = {}
+        self._counts = KeyCounts()
+        self._first: int | None = None
+
+    def add(self, segment: int, keys: np.ndarray) -> None:
+        if not len(keys):
+            return
+        self._segments.setdefault(segment, SegmentKeys()).add(keys)
+        if self._counted(segment):
+            self._counts.change(keys, 1)
+
+    def remove(self, segment: int, keys: np.ndarray) -> None:
+        stored = self._segments.get(segment)
+        if stored is None or not len(keys):
+            return
+        stored.remove(keys)
+        if self._counted(segment):
+            self._counts.change(keys, -1)
+
+    def advance(self, first: int | None) -> None:
+        """The window now starts in segment `first`: segments before it stop counting."""
+        if first is None or (self._first is not None and first <= self._first):
+            return
+        for segment in sorted(self._segments):
+            if segment < first and self._counted(segment):
+                self._counts.change(self._segments[segment].sorted(), -1)
+        self._first = first
+
+    def drop_segments(self, segments: Iterable[int]) -> None:
+        for segment in segments:
+            stored = self._segments.pop(segment, None)
+            if stored is not None and self._counted(segment):
+                self._counts.change(stored.sorted(), -1)
+
+    def counts(self, keys: np.ndarray, first: int | None) -> np.ndarray:
+        """How many committed rows of segments from `first` on (None: all) carry each key."""
+        out = self._counts.get(keys)
+        if first is not None and (self._first is None or first > self._first):
+            # Segments the window has left since the last commit still count in the arrays.
+            for segment, stored in self._segments.items():
+                if segment < first and self._counted(segment):
+                    out -= count_in(keys, stored.sorted())
+        return out
+
+    def segment_counts(self, segment: int, keys: np.ndarray) -> np.ndarray:
+        stored = self._segments.get(segment)
+        if stored is None:
+            return np.zeros(len(keys), dtype=np.int64)
+        return count_in(keys, stored.sorted())
+
+    def memory_bytes(self) -> int:
+        return self._counts.memory_bytes() + 4 * sum(map(len, self._segments.values()))
+
+    def _counted(self, segment: int) -> bool:
+        return self._first is None or segment >= self._first
