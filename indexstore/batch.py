@@ -148,6 +148,7 @@ class Batch:
         self._policy = index.frequency_policy()
         self._frequency_changes: list[tuple[int, np.ndarray, int]] = []
         self._pending_counts: dict[int, dict[int, int]] = defaultdict(dict)
+        self._pending_total: dict[int, int] = defaultdict(int)  # the same, all segments
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -195,12 +196,15 @@ class Batch:
             return np.zeros(len(keys), dtype=np.int64)
         first = first_segment(self._watermark, self._retention_ms, self._segment_ms)
         out = self._index.frequencies(keys, first)
-        listed = None
-        for segment, counts in self._pending_counts.items():
-            if counts and (first is None or segment >= first):
-                listed = keys.tolist() if listed is None else listed
-                get = counts.get
-                out += np.fromiter((get(k, 0) for k in listed), np.int64, len(listed))
+        if self._pending_total:
+            listed = keys.tolist()
+            total = self._pending_total.get
+            out += np.fromiter((total(k, 0) for k in listed), np.int64, len(listed))
+            # Segments of this batch's puts that the window has left since.
+            for segment, counts in self._pending_counts.items():
+                if first is not None and segment < first and counts:
+                    get = counts.get
+                    out -= np.fromiter((get(k, 0) for k in listed), np.int64, len(listed))
         return out
 
     def _count(self, segment: int, shingles: bytes, sign: int) -> None:
@@ -212,9 +216,10 @@ class Batch:
         if not len(keys):
             return
         self._frequency_changes.append((segment, keys, sign))
-        counts = self._pending_counts[segment]
+        counts, total = self._pending_counts[segment], self._pending_total
         for key in keys.tolist():
             counts[key] = counts.get(key, 0) + sign
+            total[key] += sign
 
     def prefetch_records(self, article_ids: Iterable[str]) -> None:
         """Read the committed records of these ids with one multi-get per generation, so the

@@ -207,7 +207,7 @@ def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int)
             if enc.record_version(raw) == enc.RECORD_VERSION:
                 record, seq = enc.decode_record("", raw)
                 segment = record.event_time_ms // segment_ms
-                live = segment in catalog.segments  # else its row expired, the record not yet
+                live = segment in catalog.segments  # else its row has expired
                 if seq is not None and live and policy.counts(record.payload):
                     segments.append(segment)
                     seqs.append(seq)
