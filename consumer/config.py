@@ -174,6 +174,8 @@ class MatchConfig:
     verify_margin: float = 0.15
     band_min_shared: int = 2
     band_candidates: int = 4
+    # Shingles this many stories of the window carry are a template's (docs/accuracy.md).
+    boilerplate_min_articles: int = 3
     # Only with max_distance above far_distance: BENCHMARKS.md, "Sketch format 2".
     far_distance: int = 12
     far_min_jaccard: float = 0.6
@@ -370,6 +372,9 @@ def _validate(config: Config) -> None:
     check(0 <= m.verify_margin <= 1, "option [match] verify_margin must be from 0 to 1")
     check(1 <= m.band_min_shared <= 16, "option [match] band_min_shared must be from 1 to 16")
     check(m.band_candidates >= 0, "option [match] band_candidates must be 0 or more")
+    check(
+        m.boilerplate_min_articles >= 0, "option [match] boilerplate_min_articles must be 0 or more"
+    )
     check(0 <= m.far_distance <= 64, "option [match] far_distance must be from 0 to 64")
     check(m.sentence_chars >= 0, "option [match] sentence_chars must be 0 or more")
     check(

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from consumer.config import MatchConfig
 from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
+from consumer.deciding.boilerplate import ArticleBoilerplate
 from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.stored import StoredDecision
 from consumer.fingerprint.shingles import bottom_jaccard
@@ -79,6 +80,10 @@ class MatchRules:
     band_candidates: int
     """Articles sharing at least `band_min_shared` band keys are candidates too, at most
     `band_candidates` of them (most shared first); 0 turns the channel off."""
+    boilerplate_min_articles: int
+    """Shingles carried by at least this many stories of the window are boilerplate: two
+    articles whose stories share little beside them are no copies
+    (consumer/deciding/boilerplate.py); 0 turns this off."""
 
 
 def match_rules(config: MatchConfig) -> MatchRules:
@@ -93,6 +98,7 @@ def match_rules(config: MatchConfig) -> MatchRules:
         config.verify_margin,
         config.band_min_shared,
         config.band_candidates,
+        config.boilerplate_min_articles,
     )
 
 
@@ -100,7 +106,12 @@ DEFAULT_RULES = match_rules(MatchConfig())
 
 
 def _accepts(
-    rules: MatchRules, batch: Batch, item: Analyzed, match: Match, by_bands: bool = False
+    rules: MatchRules,
+    batch: Batch,
+    item: Analyzed,
+    match: Match,
+    boilerplate: ArticleBoilerplate,
+    by_bands: bool = False,
 ) -> bool:
     if match.exact:
         return True
@@ -120,12 +131,14 @@ def _accepts(
     if similarity is not None:
         if similarity < need - rules.verify_margin:
             return False
-        # A candidate found by bands alone lies far in SimHash: the sketch is not enough.
-        if similarity >= need + rules.verify_margin and not by_bands:
+        # A candidate found by bands alone lies far in SimHash: the sketch is not enough; nor
+        # is it for an article that is mostly boilerplate, which the estimate counts in.
+        if similarity >= need + rules.verify_margin and not by_bands and boilerplate.trusts_sketch:
             return True
-    measured = bottom_jaccard(item.shingles, batch.shingles(match.article_id) or b"")
+    candidate_shingles = batch.shingles(match.article_id) or b""
+    measured = bottom_jaccard(item.shingles, candidate_shingles)
     if measured is not None:
-        return measured >= need
+        return measured >= need and not boilerplate.stories_differ(candidate_shingles, need)
     # Nothing on disk to compare (the two shingled differently, or the record is from before
     # the hashes were kept): a SimHash candidate is judged by its sketch estimate, as before
     # them, which compares a mixed-script text by characters; one found by bands alone, far
@@ -175,6 +188,7 @@ def decide(
         min_shared_bands=rules.band_min_shared,
         band_limit=rules.band_candidates,
     )
+    boilerplate = ArticleBoilerplate(batch, item.shingles, rules.boilerplate_min_articles)
     # An article is only ever a copy of one published no later than itself; originals
     # decided before it that it turns out to precede are collected for correction.
     best = None
@@ -183,10 +197,10 @@ def decide(
     for match, by_bands in candidates:
         if match.event_time_ms > item.event_time_ms:
             if stored.is_own_cluster(match.payload) and _accepts(
-                rules, batch, item, match, by_bands
+                rules, batch, item, match, boilerplate, by_bands
             ):
                 later_originals.append(match)
-        elif _accepts(rules, batch, item, match, by_bands):
+        elif _accepts(rules, batch, item, match, boilerplate, by_bands):
             best = match
             break
     if best is not None:

@@ -33,8 +33,10 @@ from consumer.fingerprint.sketch import _fmix64, bin_minima, shingle_hashes
 
 try:
     from consumer._fastfp import bottom_jaccard as _native_bottom_jaccard
-except ImportError:  # built without the native kernel: the reference below serves
+    from consumer._fastfp import low_values as _native_low_values
+except ImportError:  # built without the native kernel: the references below serve
     _native_bottom_jaccard = None
+    _native_low_values = None
 
 BANDS = 16
 BAND_ROWS = 3
@@ -214,3 +216,19 @@ def bottom_jaccard(a: bytes, b: bytes) -> float | None:
     if _native_bottom_jaccard is not None:
         return _native_bottom_jaccard(a, b)
     return bottom_jaccard_reference(a, b)
+
+
+def low_values_reference(data: bytes, below: int, at_most: int) -> np.ndarray:
+    """`low_values`, in Python: the native kernel's reference."""
+    _, values = decode_shingles(data)
+    return values[values < below][:at_most]
+
+
+def low_values(data: bytes, below: int, at_most: int) -> np.ndarray:
+    """The values of a shingles record below `below`, the smallest `at_most` of them, sorted
+    (uint32). Every text keeps all its values below a bound that is the same for all texts
+    (as long as it has no more than `at_most` there): a sample of its shingles that two texts
+    share exactly when they share the shingles. ValueError for what is not a record."""
+    if _native_low_values is not None:
+        return np.frombuffer(_native_low_values(data, below, at_most), dtype="<u4")
+    return low_values_reference(data, below, at_most)

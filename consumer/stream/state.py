@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from consumer.config import IndexConfig
 from consumer.deciding import stored
+from consumer.deciding.boilerplate import STORY_STARTERS
 from consumer.ops.logs import log_event
 from consumer.ops.memory import release_free_memory
 from indexstore import IndexCorruptError, IndexOptions, IndexStore
@@ -49,7 +50,9 @@ def index_options(config: IndexConfig) -> IndexOptions:
 def open_index(config: IndexConfig, path: str | None = None) -> IndexStore:
     directory = Path(path or config.path)
     ensure_private_dir(directory)
-    store = IndexStore.open(directory, index_options(config), upgrade=stored.from_legacy)
+    store = IndexStore.open(
+        directory, index_options(config), upgrade=stored.from_legacy, frequencies=STORY_STARTERS
+    )
     log_migration(store, directory)
     return store
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from random import Random
 
-from checking import corpus, run_check
-from page_templates import LEAKED_CSS
+from checking import corpus, run_check, text_of
+from page_templates import LEAKED_CSS, PORTAL_FOOTER
 
+from consumer.evaluation import truth
 from consumer.evaluation.edits import EditKind, Script, Text, apply_edit
 
 
@@ -16,13 +17,34 @@ def templated(article: dict) -> dict:
     return {**article, "content": LEAKED_CSS + article["content"]}
 
 
+def with_footer(article: dict) -> dict:
+    return {**article, "content": article["content"] + PORTAL_FOOTER}
+
+
+def unrelated(n: int, max_chars: int = 10**6) -> list[dict]:
+    """`n` real stories, no two of which share a fifth of their shingles."""
+    chosen: list[tuple[dict, set[str]]] = []
+    for article in corpus("zh_hkcnews_2017_2022", 20 * n):
+        if len(article["content"]) > max_chars:
+            continue
+        shingles = truth.shingles(text_of(article))
+        if all(len(shingles & s) < 0.2 * len(shingles | s) for _, s in chosen):
+            chosen.append((article, shingles))
+            if len(chosen) == n:
+                return [a for a, _ in chosen]
+    raise AssertionError(f"fewer than {n} unrelated stories")
+
+
 def test_a_style_block_shared_by_200_unrelated_articles_flags_none(tmp_path: Path) -> None:
-    articles = corpus("zh_hkcnews_2017_2022", 500)
-    # Unrelated: none of them flagged, so no pair among them is a copy by check's own measure.
-    plain = run_check(tmp_path, articles)
-    unrelated = [a for a, d in zip(articles, plain, strict=True) if d["decision"] == "unique"]
-    assert len(unrelated) >= 200
-    decisions = run_check(tmp_path, [templated(a) for a in unrelated[:200]])
+    decisions = run_check(tmp_path, [templated(a) for a in unrelated(200)])
+    assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def test_a_footer_longer_than_the_stories_it_follows_flags_none_of_200(tmp_path: Path) -> None:
+    # Stories of 300-450 characters above a 650-character footer: two of them share more
+    # than half of their shingles, which the footer alone gives them.
+    stories = unrelated(200, max_chars=450)
+    decisions = run_check(tmp_path, [with_footer(a) for a in stories])
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
 
 
@@ -45,3 +67,33 @@ def test_a_copy_carrying_the_template_on_either_side_is_found(tmp_path: Path) ->
     decisions = {d["id"]: d for d in run_check(tmp_path, feed)}
     missed = [f"copy-{i}" for i in range(60) if decisions[f"copy-{i}"]["decision"] == "unique"]
     assert missed == []
+
+
+def test_copies_under_a_learned_footer_are_still_found(tmp_path: Path) -> None:
+    # Twenty stories under the footer first, so that it is boilerplate when the copies come.
+    learned = [with_footer(a) for a in unrelated(20, max_chars=450)]
+    originals = [a for a in corpus("zh_hkcnews_2017_2022", 400, min_chars=1500)][:30]
+    rng = Random(9)
+    kinds = [EditKind.TRUNCATION, EditKind.BOILERPLATE, EditKind.DROPPED_SENTENCES]
+    feed = []
+    for i, a in enumerate(originals):
+        edit = apply_edit(
+            kinds[i % 3], Text(a["title"], a["content"]), Script.TRADITIONAL, rng, Text("", "")
+        )
+        copy = {**a, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
+        # A repost on the same site (both under the footer), or from or to another site.
+        where = i % 3
+        feed += [
+            with_footer(a) if where in (1, 2) else a,
+            with_footer(copy) if where in (0, 2) else copy,
+        ]
+    decisions = {d["id"]: d for d in run_check(tmp_path, learned + feed)}
+    assert [a["id"] for a in learned if decisions[a["id"]]["decision"] != "unique"] == []
+    # Every copy found without boilerplate is found with it (one, cut short with the footer
+    # on it alone, keeps just over half its text's shingles, and neither finds it).
+    without = run_check(tmp_path, learned + feed, NEWSDEDUP_MATCH_BOILERPLATE_MIN_ARTICLES="0")
+    found_without = {d["id"] for d in without if d["decision"] != "unique"}
+    copies = [f"copy-{i}" for i in range(30)]
+    missed = [c for c in copies if c in found_without and decisions[c]["decision"] == "unique"]
+    assert missed == []
+    assert len([c for c in copies if decisions[c]["decision"] != "unique"]) >= 28

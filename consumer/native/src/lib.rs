@@ -419,10 +419,31 @@ fn decode_shingles<'py>(py: Python<'py>, data: &[u8]) -> PyResult<(Bound<'py, Py
     Ok((PyBytes::new(py, &[decoded.kind]), decoded.values().to_vec()))
 }
 
+/// `consumer.fingerprint.shingles.low_values`: the values of a shingles record below `below`,
+/// the first `at_most` of them, as little-endian u32s; ValueError for what is not a record.
+#[pyfunction]
+fn low_values<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    below: u32,
+    at_most: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let decoded = shingles::decode(data).map_err(PyValueError::new_err)?;
+    let low: Vec<u8> = decoded
+        .values()
+        .iter()
+        .take_while(|&&value| value < below)
+        .take(at_most)
+        .flat_map(|value| value.to_le_bytes())
+        .collect();
+    Ok(PyBytes::new(py, &low))
+}
+
 #[pymodule]
 fn _fastfp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(bottom_jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(encode_shingles, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_shingles, m)?)
+    m.add_function(wrap_pyfunction!(decode_shingles, m)?)?;
+    m.add_function(wrap_pyfunction!(low_values, m)?)
 }

@@ -1,0 +1,138 @@
+"""Boilerplate learned from the feed: text that many unrelated stories carry is no evidence of
+copying.
+
+Scraped pages bring their site's template into the text: a footer of disclaimers, an appeal
+for donations, a subscription prompt, navigation, a list of related headlines. Two unrelated
+short stories under one long template share more than half of their shingles, and a copy of
+either would join them into one cluster. They are told apart once the template is known for
+what it is: shingles that many stories of the window carry.
+
+What is counted. Every article that starts a cluster counts the sample of its shingle hashes
+that lie below `COUNTED_BELOW` (a 32nd of the 32-bit hash space, the same for every text, so
+two texts sample a shingle they share alike; at most `COUNTED_AT_MOST` of one article); its
+copies count nothing, so a story reposted fifty times is counted once, while a template is
+counted once for every story it wraps. The index keeps the counts over its window
+(indexstore/frequencies.py), derived from the rows it stores: they survive a crash, a restore
+from the changelog and a rebuild with them, and since they change only as articles are decided
+in event-time order, decisions through Kafka are still those of `check`.
+
+What it changes. A sampled shingle carried by at least `[match] boilerplate_min_articles` of
+those articles is boilerplate. A pair that shares boilerplate is judged on its stories as well:
+if each has a story of its own (`MIN_OWN_KEYS` sampled shingles the other lacks) and their
+stories, the sampled shingles outside boilerplate, have a Jaccard below `[match] min_jaccard`,
+they are no copies, however much their texts share. Every other pair is judged on the Jaccard
+of its texts as before, so the rule only ever takes flags away, and only from pairs that
+share boilerplate: a copy cut short (no story of its own), two posts of one notice (no story
+outside boilerplate at all) and a copy of formulaic news are still found. The story sample is
+a few dozen shingles: near the threshold it errs either way, which is why it only ever takes
+flags away, from pairs whose texts are alike mostly through what many stories carry. An
+article that is itself mostly boilerplate (`SKETCH_TRUST_SHARE`) is never accepted on its
+sketch's estimate alone, which counts the template in: its candidates go to the shingle hashes
+and this rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from consumer.deciding import stored
+from consumer.fingerprint.shingles import low_values
+from indexstore import Batch
+
+COUNTED_BELOW = 1 << 27
+COUNTED_AT_MOST = 64
+# From this share of boilerplate in an article's own sample on, a template may carry a sketch
+# estimate past the verify margin (0.15): its candidates are settled from the shingle hashes.
+SKETCH_TRUST_SHARE = 0.1
+# Each of two different stories has at least this many sampled keys the other lacks: a copy cut
+# short has none, two posts of one notice (all boilerplate) neither.
+MIN_OWN_KEYS = 3
+
+_NO_KEYS = np.empty(0, dtype=np.uint32)
+
+
+def sampled_keys(shingles: bytes) -> np.ndarray:
+    """The sample of an article's shingle hashes that boilerplate is counted and judged on."""
+    if not shingles:
+        return _NO_KEYS
+    try:
+        return low_values(shingles, COUNTED_BELOW, COUNTED_AT_MOST)
+    except ValueError:
+        return _NO_KEYS
+
+
+class StoryStarters:
+    """The index's `FrequencyPolicy`: the sampled keys of articles that start a cluster."""
+
+    def counts(self, payload: bytes) -> bool:
+        return stored.is_own_cluster(payload)
+
+    def keys(self, shingles: bytes) -> np.ndarray:
+        return sampled_keys(shingles)
+
+
+STORY_STARTERS = StoryStarters()
+
+
+def comparable(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two samples over the same range: an article with more than `COUNTED_AT_MOST`
+    sampled shingles keeps only its smallest, so past its largest the other's are cut too."""
+    limit = min(
+        int(a[-1]) if len(a) == COUNTED_AT_MOST else COUNTED_BELOW,
+        int(b[-1]) if len(b) == COUNTED_AT_MOST else COUNTED_BELOW,
+    )
+    return a[a <= limit], b[b <= limit]
+
+
+def stories_differ(ours: set[int], theirs: set[int], boiler: set[int], need: float) -> bool:
+    """Whether two articles with these sampled keys, of which `boiler` are boilerplate, tell
+    two different stories: they share boilerplate, each has a story of its own (at least
+    `MIN_OWN_KEYS` keys the other lacks), and their stories' keys have a Jaccard below
+    `need`."""
+    both = ours & theirs
+    if not both & boiler:
+        return False
+    own = len(ours - theirs - boiler), len(theirs - ours - boiler)
+    if min(own) < MIN_OWN_KEYS:
+        return False
+    shared_story = len(both - boiler)
+    return shared_story < need * (shared_story + sum(own))
+
+
+class ArticleBoilerplate:
+    """One article's boilerplate as the index knows it when the article is decided; what the
+    index is asked is asked only when a candidate needs it."""
+
+    __slots__ = ("_batch", "_keys", "_min_articles", "_share")
+
+    def __init__(self, batch: Batch, shingles: bytes, min_articles: int) -> None:
+        self._batch = batch
+        self._min_articles = min_articles
+        self._keys = sampled_keys(shingles) if min_articles > 0 else _NO_KEYS
+        self._share: float | None = None
+
+    @property
+    def trusts_sketch(self) -> bool:
+        """Whether the article's sketch may accept a candidate on its own."""
+        if not len(self._keys):
+            return True
+        if self._share is None:
+            boiler = self._batch.frequencies(self._keys) >= self._min_articles
+            self._share = float(boiler.mean())
+        return self._share < SKETCH_TRUST_SHARE
+
+    def stories_differ(self, candidate_shingles: bytes, need: float) -> bool:
+        """`stories_differ` of the article and a candidate, as the window knows their keys."""
+        if not len(self._keys):
+            return False
+        a, b = comparable(self._keys, sampled_keys(candidate_shingles))
+        # A few dozen keys each: Python's sets beat NumPy's set routines at this size.
+        ours, theirs = set(a.tolist()), set(b.tolist())
+        union = sorted(ours | theirs)
+        if not union:
+            return False
+        frequencies = self._batch.frequencies(np.array(union, dtype=np.uint32))
+        boiler = {
+            k for k, n in zip(union, frequencies.tolist(), strict=True) if n >= self._min_articles
+        }
+        return stories_differ(ours, theirs, boiler, need)
