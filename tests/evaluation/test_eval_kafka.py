@@ -26,13 +26,14 @@ def _eval_through_kafka(
     capsys: pytest.CaptureFixture[str],
     bootstrap: str,
     *options: str,
+    corpus: Path = CORPUS,
 ) -> tuple[dict, dict]:
-    """`newsdedup eval --through-kafka` on the CCTV corpus with `options`: each system's
-    scores by name, and what the service delivered."""
+    """`newsdedup eval --through-kafka` on a corpus (CCTV's by default) with `options`: each
+    system's scores by name, and what the service delivered."""
     # Small batches, so that a restart at half the feed lands in the middle of the work.
     monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "20")
     argv = [
-        *("eval", "--data", str(CORPUS), "--baselines", "none", "--json", "--through-kafka"),
+        *("eval", "--data", str(corpus), "--baselines", "none", "--json", "--through-kafka"),
         *("--bootstrap-servers", bootstrap, *options),
     ]
     assert cli.main(argv) == 0
@@ -141,3 +142,27 @@ def test_a_service_holding_the_whole_feed_is_compared_with_check_holding_it_too(
     served = systems["newsdedup-kafka"]
     for measure in MEASURES:
         assert served[measure] == whole[measure], measure
+
+
+@pytest.mark.parametrize("role", ["all", "scaleout"])
+def test_a_templated_feed_through_kafka_is_decided_as_check_decides_it(
+    kafka_bootstrap: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    role: str,
+) -> None:
+    """Half the articles in their site's page template, over 3 partitions, the service killed
+    (SIGKILL) halfway: the boilerplate it learned is rebuilt from its index on restart, and
+    every latest decision is the one check makes on the feed in publish order."""
+    systems, kafka = _eval_through_kafka(
+        monkeypatch,
+        capsys,
+        kafka_bootstrap,
+        *("--limit", "400", "--edits", "80", "--templates", "0.5", "--partitions", "3"),
+        *("--kafka-window", "whole", "--role", role, "--restart", "kill"),
+        corpus=shared_data_dir() / "zh_hkcnews_2017_2022.jsonl.gz",
+    )
+    assert kafka["decided"] == 480 and kafka["decided_before_restart"] < 480
+    assert kafka["late"] == 0
+    assert kafka["differ_from_check"] == 0
+    assert systems["newsdedup-kafka"]["flagged"] == systems["newsdedup-whole"]["flagged"]

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
@@ -25,7 +26,9 @@ from stored_strategies import stored_decisions
 from consumer.config import Config, IndexConfig
 from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
+from consumer.deciding.boilerplate import sampled_keys
 from consumer.deciding.decision import Source
+from consumer.fingerprint.shingles import encode_shingles
 from consumer.ops.health import HealthState
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.decide import Decider, DecideStage
@@ -274,9 +277,11 @@ def test_internal_records_of_unknown_versions_or_cut_short_are_refused():
 def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
     """Articles with near-duplicates at distance 0..4, exact reposts, and updates of earlier ids
     (same id, other content), in event-time order with some late stragglers; each with its own
-    (random) bands and shingles."""
+    (random) bands, and shingles of which a few hundred are a template all of them share, so
+    that the index counts boilerplate."""
     rng = random.Random(seed)
     extra = random.Random(seed + 1)  # apart, so the articles are those of the feed without them
+    template = [extra.getrandbits(64) for _ in range(300)]
     feed: list[Analyzed] = []
     for i in range(n):
         event = T0 + i * 60_000 - (3_600_000 if i % 17 == 0 else 0)
@@ -294,7 +299,9 @@ def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
             article = Analyzed(old.id, event, rng.getrandbits(64), rng.randbytes(16))
         else:
             article = Analyzed(f"a{i}", event, rng.getrandbits(64), rng.randbytes(16))
-        bands, shingles = extra.randbytes(64), extra.randbytes(extra.randint(200, 1500))
+        own = [extra.getrandbits(64) for _ in range(extra.randint(100, 600))]
+        bands = extra.randbytes(64)
+        shingles = encode_shingles(b"C", np.array(template + own, dtype=np.uint64))
         feed.append(dataclasses.replace(article, bands=bands, shingles=shingles))
     return feed
 
@@ -373,6 +380,9 @@ def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
         }
         probes = [a.simhash ^ (1 << (n % 64)) for n, a in enumerate(feed[::7])]
         want_search = _searches(original, probes)
+        keys = np.unique(np.concatenate([sampled_keys(a.shingles) for a in feed]))
+        want_frequencies = _frequencies(original, keys)
+        assert want_frequencies.max() >= 3  # the template is counted as boilerplate
 
     topic = f"changelog-{os.urandom(5).hex()}"
     # Compaction allowed early; whether the cleaner ran before the replay or not, the rebuilt
@@ -416,6 +426,15 @@ def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
         store = rebuilt.store(0, "")
         assert {i: store.get(i) for i in ids} == want_records
         assert _searches(store, probes) == want_search
+        if not before_upgrade:  # (records of previous versions bring no shingles to count)
+            assert _frequencies(store, keys).tolist() == want_frequencies.tolist()
+
+
+def _frequencies(store, keys: np.ndarray) -> np.ndarray:
+    with store.begin() as batch:
+        counts = batch.frequencies(keys)
+        batch.abort()
+    return counts
 
 
 def _searches(store, probes: list[int]) -> list[tuple]:
