@@ -181,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
     # Truth is about the story: a page template is no part of what two articles share.
     similarity = truth.Truth(feed.story_texts())
     templated = feed.templated_ids() if feed.templates is not None else None
-    stories = clusters.true_clusters((a.id for a in feed.articles), feed.pairs)
+    stories = clusters.true_clusters(
+        (a.id for a in feed.articles), clusters.pooled_pairs(feed.pairs, runs, similarity)
+    )
     scores = [score(r, feed.pairs, similarity, templated, stories) for r in runs]
     # newsdedup forgets articles older than its window by design; the baselines never do.
     window_ms = load_config(args.config).index.retention.ms

@@ -1,11 +1,16 @@
 """Cluster quality: how well a system's clusters of articles match the true stories.
 
-The true clusters are the connected components of the true pairs (every other article alone);
-a system's clusters come from its decisions. Two clusterings of the same articles are compared
-over pairs of articles: pairwise precision (of the pairs a system puts in one cluster, the
-share truly in one), pairwise recall (of the pairs truly in one cluster, the share the system
-puts in one) and the adjusted Rand index of Hubert and Arabie (1985): 1 for identical
-clusterings, about 0 for unrelated ones.
+The true clusters are the connected components of every pair known to be a near-duplicate:
+the true pairs recall counts (Jaccard >= 0.8, and the edited copies), and every flag of any
+system under evaluation that truth confirms (Jaccard >= 0.5), pooled as IR evaluations pool
+the results of the systems compared. So two stories a system chains through a wrong flag are
+two true clusters, while a chain of real copies is one, however far its ends have drifted
+apart. Every other article is alone. A system's clusters come from its decisions.
+
+Two clusterings of the same articles are compared over pairs of articles: pairwise precision
+(of the pairs a system puts in one cluster, the share truly in one), pairwise recall (of the
+pairs truly in one cluster, the share the system puts in one) and the adjusted Rand index of
+Hubert and Arabie (1985): 1 for identical clusterings, about 0 for unrelated ones.
 
 All three come from the contingency table of the two labellings (how many articles each
 predicted cluster shares with each true cluster), so a 35,000-article feed costs a pass over
@@ -15,11 +20,12 @@ its articles, not one over its 600 million pairs.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from consumer.evaluation.feed import TruePair
-from consumer.evaluation.runs import Decision
+from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.truth import MATCH_JACCARD
 
 Labels = Mapping[str, str]  # article id → its cluster's name
 
@@ -42,7 +48,22 @@ class ClusterScores:
         return self.agreeing_pairs / self.true_pairs if self.true_pairs else None
 
 
-def true_clusters(article_ids: Iterable[str], pairs: Iterable[TruePair]) -> dict[str, str]:
+def pooled_pairs(
+    pairs: Sequence[TruePair], runs: Iterable[Run], similarity: Callable[[str, str], float]
+) -> list[tuple[str, str]]:
+    """The true pairs and every flag of these runs that `similarity` confirms (>= 0.5)."""
+    pooled = {(p.earlier, p.later) for p in pairs}
+    for run in runs:
+        for d in run.decisions:
+            known = d.matched_id is None or (d.matched_id, d.id) in pooled
+            if d.flagged and not known and similarity(d.id, str(d.matched_id)) >= MATCH_JACCARD:
+                pooled.add((str(d.matched_id), d.id))
+    return sorted(pooled)
+
+
+def true_clusters(
+    article_ids: Iterable[str], pairs: Iterable[TruePair | tuple[str, str]]
+) -> dict[str, str]:
     """Each article's true cluster: the connected component of the true pairs it is in, named
     by one of its articles (union-find with path halving)."""
     parent = {a: a for a in article_ids}
@@ -54,7 +75,8 @@ def true_clusters(article_ids: Iterable[str], pairs: Iterable[TruePair]) -> dict
         return a
 
     for pair in pairs:
-        earlier, later = root(pair.earlier), root(pair.later)
+        first, second = (pair.earlier, pair.later) if isinstance(pair, TruePair) else pair
+        earlier, later = root(first), root(second)
         if earlier != later:
             parent[later] = earlier
     return {a: root(a) for a in parent}

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.deciding.decision import DecisionKind
-from consumer.evaluation.clusters import compare, predicted_clusters, true_clusters
+from consumer.evaluation.clusters import compare, pooled_pairs, predicted_clusters, true_clusters
 from consumer.evaluation.feed import TruePair
-from consumer.evaluation.runs import Decision
+from consumer.evaluation.runs import Decision, Run
 
 
 def _brute_force(predicted: dict[str, str], true: dict[str, str]) -> tuple[int, int, int, float]:
@@ -95,3 +95,31 @@ def test_a_system_without_cluster_ids_clusters_through_its_matches() -> None:
     # A system naming its clusters is taken at its word.
     named = [Decision("a", unique, None, "k1"), Decision("b", near, "a", "k2")]
     assert predicted_clusters(named) == {"a": "k1", "b": "k2"}
+
+
+def test_flags_truth_confirms_join_true_clusters_and_a_wrong_one_does_not() -> None:
+    """A chain of real copies (b and c, each of the one before) is one story however far its
+    ends drift apart; a wrong flag (x, unrelated, matched to c) chains two stories into one
+    cluster, which the pooled truth keeps apart."""
+    similar = {("b", "a"), ("c", "b")}
+
+    def similarity(x: str, y: str) -> float:
+        return 0.7 if (x, y) in similar or (y, x) in similar else 0.1
+
+    run = Run(
+        "system",
+        (
+            Decision("a", DecisionKind.UNIQUE),
+            Decision("b", DecisionKind.NEAR_DUPLICATE, "a", "a"),
+            Decision("c", DecisionKind.NEAR_DUPLICATE, "b", "a"),
+            Decision("x", DecisionKind.NEAR_DUPLICATE, "c", "a"),
+        ),
+        1.0,
+        None,
+    )
+    pooled = pooled_pairs([TruePair("a", "b", "edit", 0.7)], [run], similarity)
+    assert pooled == [("a", "b"), ("b", "c")]
+    true = true_clusters("abcx", pooled)
+    assert true["a"] == true["b"] == true["c"] != true["x"]
+    scores = compare(predicted_clusters(run.decisions), true)
+    assert (scores.predicted_pairs, scores.agreeing_pairs) == (6, 3)
