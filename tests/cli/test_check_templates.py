@@ -48,9 +48,10 @@ def test_a_footer_longer_than_the_stories_it_follows_flags_none_of_200(tmp_path:
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
 
 
-def test_a_copy_carrying_the_template_on_either_side_is_found(tmp_path: Path) -> None:
-    originals = corpus("zh_hkcnews_2017_2022", 60)
-    rng = Random(5)
+def with_copies(originals: list[dict], seed: int, wrap) -> list[dict]:
+    """Each original, then an edited copy of it: `wrap` (a page template) on the copy alone,
+    on the original alone, or on both, in turn; the copies are named copy-0, copy-1, …"""
+    rng = Random(seed)
     kinds = [EditKind.TRUNCATION, EditKind.BOILERPLATE, EditKind.DROPPED_SENTENCES]
     feed = []
     for i, a in enumerate(originals):
@@ -58,12 +59,13 @@ def test_a_copy_carrying_the_template_on_either_side_is_found(tmp_path: Path) ->
             kinds[i % 3], Text(a["title"], a["content"]), Script.TRADITIONAL, rng, Text("", "")
         )
         copy = {**a, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
-        # The template on the copy alone, on the original alone, or on both.
         where = i % 3
-        feed += [
-            templated(a) if where in (1, 2) else a,
-            templated(copy) if where in (0, 2) else copy,
-        ]
+        feed += [wrap(a) if where in (1, 2) else a, wrap(copy) if where in (0, 2) else copy]
+    return feed
+
+
+def test_a_copy_carrying_the_template_on_either_side_is_found(tmp_path: Path) -> None:
+    feed = with_copies(corpus("zh_hkcnews_2017_2022", 60), 5, templated)
     decisions = {d["id"]: d for d in run_check(tmp_path, feed)}
     missed = [f"copy-{i}" for i in range(60) if decisions[f"copy-{i}"]["decision"] == "unique"]
     assert missed == []
@@ -72,21 +74,9 @@ def test_a_copy_carrying_the_template_on_either_side_is_found(tmp_path: Path) ->
 def test_copies_under_a_learned_footer_are_still_found(tmp_path: Path) -> None:
     # Twenty stories under the footer first, so that it is boilerplate when the copies come.
     learned = [with_footer(a) for a in unrelated(20, max_chars=450)]
-    originals = [a for a in corpus("zh_hkcnews_2017_2022", 400, min_chars=1500)][:30]
-    rng = Random(9)
-    kinds = [EditKind.TRUNCATION, EditKind.BOILERPLATE, EditKind.DROPPED_SENTENCES]
-    feed = []
-    for i, a in enumerate(originals):
-        edit = apply_edit(
-            kinds[i % 3], Text(a["title"], a["content"]), Script.TRADITIONAL, rng, Text("", "")
-        )
-        copy = {**a, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
-        # A repost on the same site (both under the footer), or from or to another site.
-        where = i % 3
-        feed += [
-            with_footer(a) if where in (1, 2) else a,
-            with_footer(copy) if where in (0, 2) else copy,
-        ]
+    # Reposts on the same site (both under the footer), or from or to another site.
+    originals = corpus("zh_hkcnews_2017_2022", 400, min_chars=1500)[:30]
+    feed = with_copies(originals, 9, with_footer)
     decisions = {d["id"]: d for d in run_check(tmp_path, learned + feed)}
     assert [a["id"] for a in learned if decisions[a["id"]]["decision"] != "unique"] == []
     # Every copy found without boilerplate is found with it (one, cut short with the footer
