@@ -45,12 +45,8 @@ COUNTED_AT_MOST = 64
 # estimate past the verify margin (0.15): its candidates are settled from the shingle hashes.
 SKETCH_TRUST_SHARE = 0.1
 # Each of two different stories has at least this many sampled keys the other lacks: a copy cut
-# short has none.
+# short has none, two posts of one notice (all boilerplate) neither.
 MIN_OWN_KEYS = 3
-# Two texts whose sample shows nothing but boilerplate are one only when this alike: two posts
-# of one notice are; a sentence of news each under one long template (their texts ~0.55) not.
-# Set between the two on the corpora here: 0.7 lost 1 more copy of formulaic cctv news.
-INVISIBLE_STORIES_JACCARD = 0.65
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)
 
@@ -88,24 +84,18 @@ def comparable(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a[a <= limit], b[b <= limit]
 
 
-def stories_differ(
-    ours: set[int], theirs: set[int], boiler: set[int], need: float, jaccard: float
-) -> bool:
-    """Whether two articles with these sampled keys, of which `boiler` are boilerplate, and
-    this Jaccard of their texts, tell two different stories. They must share boilerplate.
-    Then either each has a story of its own (at least `MIN_OWN_KEYS` keys the other lacks)
-    and their stories' keys have a Jaccard below `need`; or the sample sees no story in
-    either (all they share is boilerplate, and neither has `MIN_OWN_KEYS` of its own), when
-    only texts as alike as two posts of one notice (`INVISIBLE_STORIES_JACCARD`) are one."""
+def stories_differ(ours: set[int], theirs: set[int], boiler: set[int], need: float) -> bool:
+    """Whether two articles with these sampled keys, of which `boiler` are boilerplate, tell
+    two different stories: they share boilerplate, each has a story of its own (at least
+    `MIN_OWN_KEYS` keys the other lacks), and their stories' keys have a Jaccard below
+    `need`."""
     both = ours & theirs
     if not both & boiler:
         return False
     own = len(ours - theirs - boiler), len(theirs - ours - boiler)
-    shared_story = len(both - boiler)
-    if shared_story == 0 and max(own) < MIN_OWN_KEYS:
-        return jaccard < INVISIBLE_STORIES_JACCARD
     if min(own) < MIN_OWN_KEYS:
         return False
+    shared_story = len(both - boiler)
     return shared_story < need * (shared_story + sum(own))
 
 
@@ -131,7 +121,7 @@ class ArticleBoilerplate:
             self._share = float(boiler.mean())
         return self._share < SKETCH_TRUST_SHARE
 
-    def stories_differ(self, candidate_shingles: bytes, need: float, jaccard: float) -> bool:
+    def stories_differ(self, candidate_shingles: bytes, need: float) -> bool:
         """`stories_differ` of the article and a candidate, as the window knows their keys."""
         if not len(self._keys):
             return False
@@ -145,4 +135,4 @@ class ArticleBoilerplate:
         boiler = {
             k for k, n in zip(union, frequencies.tolist(), strict=True) if n >= self._min_articles
         }
-        return stories_differ(ours, theirs, boiler, need, jaccard)
+        return stories_differ(ours, theirs, boiler, need)

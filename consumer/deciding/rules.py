@@ -138,9 +138,7 @@ def _accepts(
     candidate_shingles = batch.shingles(match.article_id) or b""
     measured = bottom_jaccard(item.shingles, candidate_shingles)
     if measured is not None:
-        return measured >= need and not boilerplate.stories_differ(
-            candidate_shingles, need, measured
-        )
+        return measured >= need and not boilerplate.stories_differ(candidate_shingles, need)
     # Nothing on disk to compare (the two shingled differently, or the record is from before
     # the hashes were kept): a SimHash candidate is judged by its sketch estimate, as before
     # them, which compares a mixed-script text by characters; one found by bands alone, far
