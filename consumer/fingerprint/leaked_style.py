@@ -11,7 +11,9 @@ What counts as a rule is kept narrow, so that prose is never taken for one: a se
 only of class, id, at-rule, universal or HTML element names (`.art-hd h1`, `#top`,
 `@font-face`, `ul li a:hover`), then a brace holding only `property: value;` declarations.
 A run of such rules goes at once; an at-rule's shell (`@media screen and (…) {` … `}`) goes
-once the rules inside it are gone. Text without "{" is never scanned.
+once the rules inside it are gone. Only text with a brace opening a declaration (`{color:`) is
+scanned for rules: a scan costs ~0.3 ms on a long article, and a quarter of hkcnews's articles
+begin with an empty placeholder, "{{}}".
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ _SELECTOR = rf"{_SIMPLE}(?:[ \t]*+[,>+~]?[ \t\n]*+{_SIMPLE}){{0,15}}+"
 _DECLARATION = r"-?[a-z][a-z-]*+[ \t]*+:[^{};]{0,300}+"
 _BLOCK = rf"\{{[ \t\n]*+(?:{_DECLARATION};[ \t\n]*+)*+(?:{_DECLARATION})?+\}}"
 _RULES = re.compile(rf"(?:{_SELECTOR}[ \t\n]*+{_BLOCK}[ \t\n]*+)++", re.IGNORECASE | re.ASCII)
+# A brace opening a declaration: what every style rule has, and what prose almost never has.
+_OPENS_DECLARATION = re.compile(r"\{[ \t\n]*+-?[a-z][a-z-]*+[ \t]*+:", re.IGNORECASE | re.ASCII)
 # What is left of `@media (…) { rules }` once its rules are gone.
 _EMPTY_AT_RULE = re.compile(r"@[a-z-]++[^{};]{0,200}+\{[ \t\n]*+\}", re.IGNORECASE | re.ASCII)
 
 
 def strip_leaked_style(text: str) -> str:
     """`text` without the CSS rules in it (each run of rules becomes one space)."""
-    if "{" not in text:
+    if "{" not in text or _OPENS_DECLARATION.search(text) is None:
         return text
     text = _RULES.sub(" ", text)
     if "@" in text:
