@@ -31,7 +31,7 @@ from indexstore.commit import (
     TableRows,
 )
 from indexstore.errors import IndexStateError, IndexStoreError
-from indexstore.frequencies import FrequencyPolicy, first_segment
+from indexstore.frequencies import FrequencyPolicy, count_in, first_segment
 from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
 from indexstore.tables import SearchTables
@@ -147,8 +147,10 @@ class Batch:
         # commit hands them on, and the same by segment and key for its own `frequencies`.
         self._policy = index.frequency_policy()
         self._frequency_changes: list[tuple[int, np.ndarray, int]] = []
-        self._pending_counts: dict[int, dict[int, int]] = defaultdict(dict)
-        self._pending_total: dict[int, int] = defaultdict(int)  # the same, all segments
+        # Keys counted by this batch's puts: their total, and each segment's (+1 or -1 each)
+        # for when the window leaves a segment before the commit.
+        self._pending_total: dict[int, int] = defaultdict(int)
+        self._pending_keys: dict[int, list[tuple[np.ndarray, int]]] = defaultdict(list)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -201,10 +203,10 @@ class Batch:
             total = self._pending_total.get
             out += np.fromiter((total(k, 0) for k in listed), np.int64, len(listed))
             # Segments of this batch's puts that the window has left since.
-            for segment, counts in self._pending_counts.items():
-                if first is not None and segment < first and counts:
-                    get = counts.get
-                    out -= np.fromiter((get(k, 0) for k in listed), np.int64, len(listed))
+            for segment, changes in self._pending_keys.items():
+                if first is not None and segment < first:
+                    for counted, sign in changes:
+                        out -= sign * count_in(keys, np.sort(counted))
         return out
 
     def _count(self, segment: int, shingles: bytes, sign: int) -> None:
@@ -216,9 +218,9 @@ class Batch:
         if not len(keys):
             return
         self._frequency_changes.append((segment, keys, sign))
-        counts, total = self._pending_counts[segment], self._pending_total
+        self._pending_keys[segment].append((keys, sign))
+        total = self._pending_total
         for key in keys.tolist():
-            counts[key] = counts.get(key, 0) + sign
             total[key] += sign
 
     def prefetch_records(self, article_ids: Iterable[str]) -> None:

@@ -19,7 +19,8 @@ It may import numpy only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -142,6 +143,19 @@ class FrequencyTable:
         self._segments: dict[int, SegmentKeys] = {}
         self._counts = KeyCounts()
         self._first: int | None = None
+
+    def apply(self, changes: Sequence[tuple[int, np.ndarray, int]]) -> None:
+        """A commit's (segment, keys, +1 or -1): the additions of each segment as one, then
+        the removals (a row the commit both added and replaced is in both)."""
+        added: dict[int, list[np.ndarray]] = defaultdict(list)
+        for segment, keys, sign in changes:
+            if sign > 0:
+                added[segment].append(keys)
+        for segment, parts in added.items():
+            self.add(segment, np.concatenate(parts) if len(parts) > 1 else parts[0])
+        for segment, keys, sign in changes:
+            if sign < 0:
+                self.remove(segment, keys)
 
     def add(self, segment: int, keys: np.ndarray) -> None:
         if not len(keys):

@@ -502,11 +502,7 @@ class IndexStore:
             seg.stored += len(new.fingerprints)
         if commit.added is not None:
             self._tables.append(*commit.added)
-        for segment, keys, sign in commit.frequency_changes:
-            if sign > 0:
-                self._frequencies.add(segment, keys)
-            else:
-                self._frequencies.remove(segment, keys)
+        self._frequencies.apply(commit.frequency_changes)
         self._frequencies.advance(self._first_counted_segment(commit.watermark))
         self._positions.update(commit.positions)
         self._watermark = commit.watermark

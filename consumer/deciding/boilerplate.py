@@ -103,13 +103,21 @@ class ArticleBoilerplate:
     """One article's boilerplate as the index knows it when the article is decided; what the
     index is asked is asked only when a candidate needs it."""
 
-    __slots__ = ("_batch", "_keys", "_min_articles", "_share")
+    __slots__ = ("_batch", "_min_articles", "_sample", "_share", "_shingles")
 
     def __init__(self, batch: Batch, shingles: bytes, min_articles: int) -> None:
         self._batch = batch
         self._min_articles = min_articles
-        self._keys = sampled_keys(shingles) if min_articles > 0 else _NO_KEYS
+        self._shingles = shingles if min_articles > 0 else b""
+        self._sample: np.ndarray | None = None
         self._share: float | None = None
+
+    @property
+    def _keys(self) -> np.ndarray:
+        # Taken when a candidate first needs it: most articles have none that does.
+        if self._sample is None:
+            self._sample = sampled_keys(self._shingles)
+        return self._sample
 
     @property
     def trusts_sketch(self) -> bool:
