@@ -31,7 +31,7 @@ from indexstore.commit import (
     TableRows,
 )
 from indexstore.errors import IndexStateError, IndexStoreError
-from indexstore.frequencies import FrequencyPolicy, count_in, first_segment
+from indexstore.frequencies import FrequencyPolicy, first_segment
 from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
 from indexstore.tables import SearchTables
@@ -146,7 +146,10 @@ class Batch:
         # Key frequencies (indexstore/frequencies.py): what this batch's puts change, as the
         # commit hands them on, and the same by segment and key for its own `frequencies`.
         self._policy = index.frequency_policy()
-        self._frequency_changes: list[tuple[int, np.ndarray, int]] = []
+        # A change set to None: its row was replaced in this batch, and is never written.
+        self._frequency_changes: list[tuple[int, np.ndarray, int] | None] = []
+        self._change_of_row: dict[int, int] = {}  # a row put in this batch -> its change
+        self._folded_first: int | None = None  # segments before it left this batch's total
         # Keys counted by this batch's puts: their total, and each segment's (+1 or -1 each)
         # for when the window leaves a segment before the commit.
         self._pending_total: dict[int, int] = defaultdict(int)
@@ -198,26 +201,50 @@ class Batch:
             return np.zeros(len(keys), dtype=np.int64)
         first = first_segment(self._watermark, self._retention_ms, self._segment_ms)
         out = self._index.frequencies(keys, first)
+        self._fold(first)
         if self._pending_total:
             listed = keys.tolist()
             total = self._pending_total.get
             out += np.fromiter((total(k, 0) for k in listed), np.int64, len(listed))
-            # Segments of this batch's puts that the window has left since.
-            for segment, changes in self._pending_keys.items():
-                if first is not None and segment < first:
-                    for counted, sign in changes:
-                        out -= sign * count_in(keys, np.sort(counted))
         return out
 
-    def _count(self, segment: int, shingles: bytes, sign: int) -> None:
-        """A counted row in `segment` with these shingles starts (+1) or stops (-1) counting
-        its keys."""
+    def _fold(self, first: int | None) -> None:
+        """Take the segments the window has left out of this batch's total, once each."""
+        if first is None or (self._folded_first is not None and first <= self._folded_first):
+            return
+        total = self._pending_total
+        for segment in [s for s in self._pending_keys if s < first]:
+            for keys, sign in self._pending_keys.pop(segment):
+                for key in keys.tolist():
+                    total[key] -= sign
+        self._folded_first = first
+
+    def _count(self, segment: int, shingles: bytes, sign: int, seq: int | None = None) -> None:
+        """A counted row in `segment` with these shingles starts (+1: put in this batch as row
+        `seq`) or stops (-1: a committed row) counting its keys."""
         if self._policy is None or not shingles:
             return
         keys = self._policy.keys(shingles)
         if not len(keys):
             return
+        if seq is not None:
+            self._change_of_row[seq] = len(self._frequency_changes)
         self._frequency_changes.append((segment, keys, sign))
+        self._count_pending(segment, keys, sign)
+
+    def _uncount(self, seq: int) -> None:
+        """Row `seq`, put in this batch, is replaced in it: it is never written, so its keys
+        never count, in this batch or after."""
+        at = self._change_of_row.pop(seq, None)
+        change = None if at is None else self._frequency_changes[at]
+        if at is None or change is None:
+            return
+        self._frequency_changes[at] = None
+        self._count_pending(change[0], change[1], -1)
+
+    def _count_pending(self, segment: int, keys: np.ndarray, sign: int) -> None:
+        if self._folded_first is not None and segment < self._folded_first:
+            return  # the window has left it: it no longer counts here
         self._pending_keys[segment].append((keys, sign))
         total = self._pending_total
         for key in keys.tolist():
@@ -478,10 +505,8 @@ class Batch:
         replaced = self._pending.get(record.article_id)
         if replaced is None:
             self._forget_committed(record.article_id)
-        elif replaced.seq is not None and self._counts(replaced.record):
-            # Its row is never written: its keys stop counting before they are committed.
-            replaced_segment = replaced.record.event_time_ms // self._segment_ms
-            self._count(replaced_segment, replaced.record.shingles, -1)
+        elif replaced.seq is not None:
+            self._uncount(replaced.seq)
         start = self._window_start()
         late = start is not None and event_time_ms < start
         storage_time = event_time_ms if start is None else max(event_time_ms, start)
@@ -505,7 +530,7 @@ class Batch:
                 if record.bands not in self._band_neighbours:
                     self._band_unprobed.append(n)
             if self._counts(record):
-                self._count(event_time_ms // self._segment_ms, record.shingles, 1)
+                self._count(event_time_ms // self._segment_ms, record.shingles, 1, seq)
             if self._watermark_follows_puts:
                 self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = Stored(record, seq, gen)
@@ -588,7 +613,8 @@ class Batch:
                     [
                         change
                         for change in self._frequency_changes
-                        if change[2] < 0 or cut is None or (change[0] + 1) * seg_ms > cut
+                        if change is not None
+                        and (change[2] < 0 or cut is None or (change[0] + 1) * seg_ms > cut)
                     ],
                 )
             )

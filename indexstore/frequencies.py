@@ -73,13 +73,17 @@ class SegmentKeys:
     def remove(self, keys: np.ndarray) -> None:
         """Take these keys out once each (they were added with a row now replaced)."""
         everything = self.sorted()
-        drop = np.searchsorted(everything, np.sort(keys))
+        keys = np.sort(keys)
+        drop = np.searchsorted(everything, keys)
         # Equal keys removed: consecutive positions from the first of each run.
         run_start = np.r_[True, np.diff(drop) != 0] if len(drop) else drop.astype(bool)
         offsets = np.arange(len(drop)) - np.maximum.accumulate(
             np.where(run_start, np.arange(len(drop)), 0)
         )
-        self._chunks = [np.delete(everything, drop + offsets)]
+        at = drop + offsets
+        if len(at) and (at[-1] >= len(everything) or (everything[at] != keys).any()):
+            raise ValueError("keys removed from a segment that does not hold them")
+        self._chunks = [np.delete(everything, at)]
         self._sorted = self._chunks[0]
 
     def sorted(self) -> np.ndarray:

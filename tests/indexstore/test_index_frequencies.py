@@ -137,3 +137,33 @@ def test_without_a_policy_nothing_is_counted(tmp_path: Path) -> None:
         batch.put(record("a", 1_000, True, {1, 2}))
         assert batch.frequencies(KEYS).tolist() == [0] * len(KEYS)
         batch.abort()
+
+
+def test_a_row_replaced_in_a_batch_whose_commit_expires_its_segment_never_counted(
+    tmp_path: Path,
+) -> None:
+    """Found in review: the replaced row's removal outlived the row's addition, which the
+    expiring commit never wrote, and took other rows' keys out of the counts."""
+    options = program_options(3, 10)
+
+    def counts(store: IndexStore) -> list[int]:
+        batch = store.begin()
+        try:
+            return batch.frequencies(KEYS).tolist()
+        finally:
+            batch.abort()
+
+    for kept, replaced in [({5, 6, 7}, {1, 2}), ({1}, {5, 6})]:
+        path = tmp_path / f"index-{len(kept)}"
+        with IndexStore.open(path, options, clock=lambda: NOW_MS, frequencies=POLICY) as store:
+            batch = store.begin()
+            batch.put(record("B", 1_500, True, kept))
+            batch.commit()
+            batch = store.begin()
+            batch.put(record("A", 1_200, True, replaced))
+            batch.put(record("A", 1_300, True, replaced))
+            batch.put(record("C", 8_000, True, {9}))  # the window moves past A's segment
+            batch.commit(expire=True)
+            after = counts(store)
+        with IndexStore.open(path, options, clock=lambda: NOW_MS, frequencies=POLICY) as store:
+            assert after == counts(store) == [0] * 9 + [1] + [0] * 2
