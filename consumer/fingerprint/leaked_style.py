@@ -22,12 +22,14 @@ import re
 
 from consumer.fingerprint.html_names import HTML_ELEMENTS
 
-_NAME = r"[a-z0-9_-]+"
+# Every repetition is bounded: a scan starts at each position, so an unbounded one would make
+# a long run of ".a.a.a" after one "{color:" cost the square of its length.
+_NAME = r"[a-z0-9_-]{1,64}+"
 # One simple selector: a class, id or at-rule name, "*", or an HTML element name standing as
 # a whole word, with any classes, ids, pseudo-classes and attribute tests glued to it.
 _SIMPLE = (
     rf"(?:[.#]{_NAME}|@{_NAME}|\*|(?<![a-z0-9_-])(?:{HTML_ELEMENTS})(?![a-z0-9_-]))"
-    rf"(?:[.#]{_NAME}|::?{_NAME}(?:\([^(){{}}]{{0,40}}\))?|\[[^\[\]{{}}]{{0,80}}\])*+"
+    rf"(?:[.#]{_NAME}|::?{_NAME}(?:\([^(){{}}]{{0,40}}\))?|\[[^\[\]{{}}]{{0,80}}\]){{0,8}}+"
 )
 _SELECTOR = rf"{_SIMPLE}(?:[ \t]*+[,>+~]?[ \t\n]*+{_SIMPLE}){{0,15}}+"
 _DECLARATION = r"-?[a-z][a-z-]*+[ \t]*+:[^{};]{0,300}+"

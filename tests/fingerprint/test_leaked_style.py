@@ -70,6 +70,10 @@ def test_a_chinese_article_behind_a_style_block_normalizes_as_without_it() -> No
         ".a:b(" * 30_000 + "{}",
         "@media " * 30_000 + "{",
         ".a{b:c;" * 20_000,
+        # Found in review: one declaration anywhere, then long runs of selector-like text.
+        "{color:red} " + ".a" * 32_000,
+        "{color:red} " + "#x" * 32_000,
+        "{color:red} " + "p:a" * 20_000,
     ],
 )
 def test_hostile_text_is_linear(hostile: str) -> None:
