@@ -201,12 +201,6 @@ class FrequencyTable:
                     out -= count_in(keys, stored.sorted())
         return out
 
-    def segment_counts(self, segment: int, keys: np.ndarray) -> np.ndarray:
-        stored = self._segments.get(segment)
-        if stored is None:
-            return np.zeros(len(keys), dtype=np.int64)
-        return count_in(keys, stored.sorted())
-
     def memory_bytes(self) -> int:
         return self._counts.memory_bytes() + 4 * sum(map(len, self._segments.values()))
 
