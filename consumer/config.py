@@ -194,6 +194,13 @@ class ServiceConfig:
     # An assigned partition with nothing fetched, not known to be at its end, is waited for
     # this long before the others' articles are decided without it (consumer/stream/eventtime.py).
     partition_idle: Duration = Duration("2s")
+    # Records of one partition that can arrive behind later-dated ones (a producer's retried
+    # batch) and still be decided in event-time order: each record waits for this many behind
+    # it while the broker holds more (consumer/stream/eventtime.py). 0: offset order.
+    reorder_window: int = 1000
+    # At a partition's end, an article older than [index] retention waits this long for ones
+    # still to come: a retried batch lands moments after the batches sent after it.
+    reorder_hold: Duration = Duration("2s")
 
     def __post_init__(self) -> None:
         _parse_written(self)
@@ -400,6 +407,7 @@ def _validate(config: Config) -> None:
         "from the [kafka] topics",
     )
     check(config.service.workers >= 0, "option [service] workers must be 0 (one per core) or more")
+    check(config.service.reorder_window >= 0, "option [service] reorder_window must be 0 or more")
     check(
         config.log.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"),
         "option [log] level must be DEBUG, INFO, WARNING or ERROR",

@@ -3,7 +3,9 @@
 Two measurements per mode, each on fresh topics and a fresh index:
 - full speed: N articles preloaded, then the service started; throughput is N over the time
   from its first to its last decision (startup excluded, all processes included);
-- fixed rate: articles produced at R per second while the service runs; latency is each
+- fixed rate: articles produced at R per second while the service runs, each dated as it is
+  sent, as a live feed's are (an article dated long ago is a backfill's, which may wait at
+  a partition's end for a retried batch: `[service] reorder_hold`); latency is each
   decision's Kafka timestamp minus its input message's Kafka timestamp (both CreateTime).
 Peak RSS sums the service and its worker processes, sampled from /proc; so does the CPU time
 behind "articles per CPU-second" (full speed: the CPU the service and its workers spent from
@@ -26,6 +28,7 @@ import time
 import urllib.request
 import uuid
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
@@ -169,9 +172,12 @@ def _produce(
     producer: Producer | None = None,
     first_key: int = 0,
 ) -> None:
+    """`values` keyed by their number; at `rate` per second, each dated as it is sent."""
     producer = producer or _producer(bootstrap)
     started = time.monotonic()
     for i, value in enumerate(values, first_key):
+        if rate > 0:
+            value = _dated_now(value)
         while True:
             try:
                 producer.produce(topic, value=value, key=str(i).encode())
@@ -184,6 +190,12 @@ def _produce(
             if ahead > 0:
                 time.sleep(ahead)
     producer.flush(60)
+
+
+def _dated_now(value: bytes) -> bytes:
+    article = json.loads(value)
+    article["published_at"] = datetime.now(UTC).isoformat()
+    return json.dumps(article, ensure_ascii=False).encode()
 
 
 class _Service:

@@ -27,7 +27,7 @@ from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import match_rules
 from consumer.ops.progress import Progress
-from consumer.stream.eventtime import EventTimeOrder, time_of
+from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import Message, Ordered, Pipeline, Rejection, wall_clock_ms
 from consumer.stream.state import open_index
@@ -116,11 +116,15 @@ def run_check(args: argparse.Namespace) -> int:
         progress = stack.enter_context(Progress("check", unit="articles"))
         pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
         # The file is one partition, read in its order; the event-time order still gives each
-        # undated line the time of the line before it, and keeps a line dated far from its
-        # neighbours from moving the watermark, by looking LOOKAHEAD_LINES ahead.
+        # undated line the time of the line before it, keeps a line dated far from its
+        # neighbours from moving the watermark, by looking LOOKAHEAD_LINES ahead, and puts
+        # lines back in order within the reorder window, as the service does.
         # Idle 0: the file's one partition is never waited for; its next line is read on demand.
-        order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(0)
+        order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+            0, window=ReorderWindow(config.service.reorder_window)
+        )
         order.assign([0])
+        order.behind(0, True)  # the rest of the file: a window waits for it
 
         def settle(messages: list[Message], analyzed: Iterator, last: bool) -> None:
             entries = []
@@ -133,6 +137,8 @@ def run_check(args: argparse.Namespace) -> int:
                 if len(order) > LOOKAHEAD_LINES:
                     entries += [Ordered(*r.item, r.time_ms) for r in order.release(1)]
             if last:
+                order.behind(0, False)
+                order.caught_up(0)
                 entries += [Ordered(*r.item, r.time_ms) for r in order.release()]
             decided = pipeline.decide_ordered(entries)
             # The index first, as in the service: a rerun with the same --state re-emits the

@@ -94,6 +94,14 @@ class Metrics:
             "Articles older than the window: checked, not indexed",
             registry=r,
         )
+        self.out_of_order = Counter(
+            "newsdedup_out_of_order_articles",
+            "Dated articles that arrived behind a later-dated one of their partition; "
+            "window=absorbed: put back in order by the reorder window, window=exceeded: they "
+            "came after their partition's time had passed them",
+            ["window"],
+            registry=r,
+        )
         self.batch_retries = Counter(
             "newsdedup_batch_retries",
             "Batches rewound and retried after an output failure",

@@ -44,6 +44,8 @@ from consumer.scaleout.wire import (
 )
 from consumer.stream.checkpoint import Delivered, Outputs, Record
 from consumer.stream.clients import consumer_config, ensure_output_topics, topic_partitions
+from consumer.stream.disorder import DisorderWatch
+from consumer.stream.eventtime import reorder_window
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
@@ -201,12 +203,14 @@ class DecideStage:
             self.config.service.partition_idle.ms,
             1,
             max_queued=self.full_config.scaleout.reorder_buffer,
+            window=reorder_window(self.config),
         )
         self._last_commits: dict[int, tuple[int, str]] = {}
         # Reads the fingerprint role's committed offsets; assign()-free, it never joins.
         self._feed_watch: Consumer | None = None
         self._last_progress_look = float("-inf")
         self._overflow_seen = 0
+        self._disorder = DisorderWatch(runtime.metrics, log, self.config.service.reorder_window)
         self._overflow_logged_at = float("-inf")
         self._upkeep = IndexUpkeep(self.stores.all_stores, runtime.metrics, log)
 
@@ -245,6 +249,7 @@ class DecideStage:
     def next_work(self, limit: int) -> Work | None:
         entries = self.sequencer.release(limit)
         self._note_overflow()
+        self._disorder.note(self.sequencer.out_of_order, self.sequencer.beyond_window)
         commits = self.sequencer.commits()
         moved = {p: c for p, c in commits.items() if self._last_commits.get(p) != c}
         if not entries and not moved:

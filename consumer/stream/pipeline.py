@@ -109,6 +109,9 @@ class Pipeline:
             now_ms = self.clock_ms()
             outcomes: list[Outcome] = []
             corrections: list[Decision] = []
+            # How far the index has each partition: past the furthest record decided. The
+            # reorder window can decide a record after later ones, so never back.
+            positions = self.store.positions()
             next_offsets: dict[str, int] = {}
             items = [_dated(e) for e in entries]
             prefetch(batch, [a for a in items if isinstance(a, Analyzed)], self.rules)
@@ -122,7 +125,10 @@ class Pipeline:
                     corrections += corrected
                 else:
                     outcomes.append(Rejection(message, item))
-                next_offsets[message.source.position_key] = message.source.offset + 1
+                key = message.source.position_key
+                next_offsets[key] = max(
+                    next_offsets.get(key, positions.get(key, 0)), message.source.offset + 1
+                )
             for key, offset in next_offsets.items():
                 batch.set_position(key, offset)
         except BaseException:

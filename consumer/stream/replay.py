@@ -29,7 +29,8 @@ from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Source
 from consumer.deciding.rules import match_rules
 from consumer.stream.clients import consumer_config
-from consumer.stream.eventtime import EventTimeOrder, time_of
+from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
+from consumer.stream.offsets import decode_done
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import Message, Ordered, Pipeline, wall_clock_ms
 from consumer.stream.workers import Analyzer
@@ -44,6 +45,17 @@ class PartitionReplay:
     start: int  # the earliest retained offset
     end: int  # the group's committed offset: where the service continues
     lost: int  # offsets below `start` that the feed no longer retains
+    # Records above `end` that the commit names as decided (stream/offsets.py): the service
+    # skips them, so they are replayed too.
+    done: frozenset[int] = frozenset()
+
+    @property
+    def stop(self) -> int:
+        """Past the last record to replay."""
+        return max(self.end, max(self.done, default=-1) + 1)
+
+    def wanted(self, offset: int) -> bool:
+        return offset < self.end or offset in self.done
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +93,10 @@ def replay_feed(
     done = 0
     try:
         plan = _plan(consumer, topic, partitions, store.positions())
-        todo = {p.partition: p.end for p in plan if p.end > p.start}
+        todo = {p.partition: p for p in plan if p.stop > p.start}
         if not todo:
             return ReplayResult(tuple(plan), 0, time.perf_counter() - t0)
-        consumer.assign(
-            [TopicPartition(topic, p.partition, p.start) for p in plan if p.end > p.start]
-        )
+        consumer.assign([TopicPartition(topic, p.partition, p.start) for p in todo.values()])
         with contextlib.ExitStack() as stack:
             if analyzer is None:
                 analyzer = stack.enter_context(
@@ -95,11 +105,13 @@ def replay_feed(
             pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
             # In the service's order: the same event-time order over the same partitions.
             order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
-                config.service.partition_idle.ms
+                # Its end is known: the window waits for the records, never for the clock.
+                config.service.partition_idle.ms,
+                window=ReorderWindow(config.service.reorder_window),
             )
             order.assign([p.partition for p in plan], start_ms=store.watermark_ms())
             for p in plan:
-                if p.end <= p.start:
+                if p.partition not in todo:
                     order.caught_up(p.partition)
             while todo or len(order):
                 records = consumer.consume(config.kafka.batch_max_messages, _WAIT_S) if todo else []
@@ -111,8 +123,8 @@ def replay_feed(
                             todo.pop(record.partition(), None)
                             continue
                         raise KafkaException(error)
-                    end = todo.get(record.partition())
-                    if end is None or record.offset() >= end:
+                    replay = todo.get(record.partition())
+                    if replay is None or not replay.wanted(record.offset()):
                         continue
                     messages.append(_message(record))
                 results = analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
@@ -126,7 +138,7 @@ def replay_feed(
                 # Transaction markers take offsets too: a partition is done once the
                 # consumer's position has passed its committed offset, whatever lies below.
                 for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
-                    if tp.offset >= todo[tp.partition]:
+                    if tp.offset >= todo[tp.partition].stop:
                         del todo[tp.partition]
                 for p in plan:
                     if p.partition not in todo:
@@ -158,12 +170,16 @@ def _plan(
         )
         # No committed offset: the service has decided nothing there yet.
         end = 0 if tp.offset == OFFSET_INVALID or tp.offset < 0 else tp.offset
+        done = frozenset(decode_done(end, tp.metadata)) if end == tp.offset else frozenset()
+        stop = PartitionReplay(tp.partition, 0, end, 0, done).stop
         # What the index already holds needs no replay; what the feed no longer holds
         # cannot have one.
-        indexed = min(positions.get(f"{topic}/{tp.partition}", 0), end)
-        retained = min(low, end)
+        indexed = min(positions.get(f"{topic}/{tp.partition}", 0), stop)
+        retained = min(low, stop)
         start = max(retained, indexed)
-        plan.append(PartitionReplay(tp.partition, start, end, lost=max(0, retained - indexed)))
+        plan.append(
+            PartitionReplay(tp.partition, start, end, lost=max(0, retained - indexed), done=done)
+        )
     return plan
 
 

@@ -24,10 +24,12 @@ from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
 from consumer.stream.checkpoint import Delivered, Outputs, Record
 from consumer.stream.clients import ensure_output_topics
-from consumer.stream.eventtime import EventTimeOrder, time_of
+from consumer.stream.disorder import DisorderWatch
+from consumer.stream.eventtime import EventTimeOrder, reorder_window, time_of
+from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
-from consumer.stream.stage import Runtime, Work, count_decisions, next_offsets, serving
+from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep, open_index
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
@@ -65,10 +67,19 @@ class AllStage:
         self.config = runtime.config
         # Polled messages wait here to be decided in event-time order (stream/eventtime.py).
         self._order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
-            self.config.service.partition_idle.ms
+            self.config.service.partition_idle.ms, window=reorder_window(self.config)
         )
-        self._max_queued = _QUEUED_BATCHES * self.config.kafka.batch_max_messages
+        # Room for a full reorder window and the batches that fill it.
+        self._max_queued = max(
+            _QUEUED_BATCHES * self.config.kafka.batch_max_messages,
+            2 * self.config.service.reorder_window,
+        )
         self._paused: set[int] = set()
+        # Each partition's reads and commits: records leave the order earliest first, not
+        # always in offset order (stream/offsets.py).
+        self._reads: dict[int, PartitionReads] = {}
+        self._last_commits: dict[int, tuple[int, str]] = {}
+        self._disorder = DisorderWatch(runtime.metrics, log, self.config.service.reorder_window)
         self._lag_at_assign: dict[int, bool] = {}
         self._fingerprint_seconds = 0.0
         self._in_flight: _InFlight | None = None
@@ -163,6 +174,9 @@ class AllStage:
         self._settle()
         self._order.revoke(p.partition for p in partitions)
         self._paused.difference_update(p.partition for p in partitions)
+        for tp in partitions:
+            self._reads.pop(tp.partition, None)
+            self._last_commits.pop(tp.partition, None)
 
     def _lag_of(self, consumer: Consumer, partitions: list[TopicPartition]) -> dict[int, bool]:
         """Which of the partitions just assigned have records past the group's committed
@@ -170,6 +184,7 @@ class AllStage:
         fetch (two requests to the broker, once per assignment)."""
         try:
             committed = consumer.committed(partitions, timeout=10.0)
+            self._start_reads(committed)
             lag = {}
             for tp in committed:
                 low, high = consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
@@ -177,7 +192,17 @@ class AllStage:
             return lag
         except KafkaException as e:
             log_event(log, logging.WARNING, "cannot read the partitions' lag", error=str(e))
+            self._start_reads([TopicPartition(tp.topic, tp.partition) for tp in partitions])
             return {}
+
+    def _start_reads(self, committed: list[TopicPartition]) -> None:
+        """Each assigned partition's reads start at the group's commit, which names what was
+        decided above it; without one (none yet, or it could not be read), at the first
+        record read."""
+        for tp in committed:
+            offset = tp.offset if tp.offset >= 0 else None
+            self._reads[tp.partition] = PartitionReads.from_commit(offset, tp.metadata)
+            self._last_commits.pop(tp.partition, None)
 
     # -- the batch ----------------------------------------------------------------------------
 
@@ -185,6 +210,7 @@ class AllStage:
         """Queue the batch polled before (its fingerprints are done by now, or nearly) and
         start the workers on this one: they fingerprint it while what is queued is decided."""
         self._settle()
+        messages = [m for m in messages if self._read(m)]
         if messages:
             assert self._pipeline is not None
             self._in_flight = _InFlight(
@@ -201,6 +227,14 @@ class AllStage:
         self._flow_control(consumer)
         self._note_lag(consumer)
 
+    def _read(self, message: Message) -> bool:
+        """Whether a polled record is to be decided: not when it was read already, or decided
+        before a restart or a move (its partition's commit says so)."""
+        reads = self._reads.get(message.source.partition)
+        if reads is None:  # assigned without a look at its commit: from the first record
+            reads = self._reads[message.source.partition] = PartitionReads.from_commit(None, None)
+        return reads.read(message.source.offset)
+
     def _settle(self) -> None:
         """Queue the batch in flight by partition, once the workers have fingerprinted it."""
         in_flight, self._in_flight = self._in_flight, None
@@ -214,9 +248,12 @@ class AllStage:
             if isinstance(result, Analyzed):
                 # Only a rejection's value is needed again (for the DLQ).
                 message = dataclasses.replace(message, value=None)
-            order.add(
-                message.source.partition, (message, result), time_of(result), message.timestamp_ms
-            )
+            partition = message.source.partition
+            order.add(partition, (message, result), time_of(result), message.timestamp_ms)
+            reads = self._reads.get(partition)
+            if reads is not None:
+                reads.queued[message.source.offset] = partition
+        self._disorder.note(order.out_of_order, order.beyond_window)
         order.expect(in_flight.partitions, False)
         for partition in in_flight.at_end:
             order.caught_up(partition)
@@ -232,8 +269,38 @@ class AllStage:
         if not released:
             return None
         entries = [Ordered(*r.item, r.time_ms) for r in released]
+        for entry in entries:
+            self._decided(entry.message)
+        entries += self._unblock_commits()
         messages = [e.message for e in entries]
-        return Work(messages, lambda: self._decide(entries), next_offsets(messages))
+        return Work(messages, lambda: self._decide(entries), self._commits())
+
+    def _decided(self, message: Message) -> None:
+        reads = self._reads.get(message.source.partition)
+        if reads is not None:
+            reads.decided(message.source.offset)
+
+    def _unblock_commits(self) -> list[Ordered]:
+        """A commit that could no longer name what was decided above it (its metadata has a
+        size limit) decides the record holding it back now, out of order, rather than stop."""
+        entries = []
+        for partition, reads in self._reads.items():
+            while reads.queued and reads.done_chars() > MAX_DONE_CHARS:
+                message, result = self._order.pop_first(partition)
+                self._decided(message)
+                entries.append(Ordered(message, result, None))
+        return entries
+
+    def _commits(self) -> list[TopicPartition]:
+        """The offsets (and what was decided above them) to commit once the work is durable:
+        those that moved since the last commit."""
+        topic = self.config.kafka.input_topic
+        offsets = []
+        for partition, reads in self._reads.items():
+            commit = reads.commit()
+            if commit is not None and commit != self._last_commits.get(partition):
+                offsets.append(TopicPartition(topic, partition, commit[0], metadata=commit[1]))
+        return offsets
 
     def _decide(self, entries: list[Ordered]) -> tuple[DecidedBatch, Outputs]:
         assert self._pipeline is not None
@@ -244,21 +311,33 @@ class AllStage:
 
     def durable(self, work: Work, decided: Any, delivered: Delivered) -> None:
         count_decisions(self.runtime.metrics, decided.decisions)
+        for tp in work.offsets:
+            reads = self._reads.get(tp.partition)
+            if reads is not None:
+                reads.committed_at(tp.offset)
+                self._last_commits[tp.partition] = (tp.offset, tp.metadata or "")
 
     def rewind(self, consumer: Consumer, work: Work) -> None:
-        """Read again from the failed batch's first message in each partition, and from the
-        first queued one in the others; the queues start over."""
-        first = {p: entry[0].source for p, entry in self._order.first_queued().items()}
+        """Read again from each partition's last commit (what it names as decided above it is
+        skipped again); a partition without a commit, from the failed batch's first message
+        or its first queued one. The queues start over."""
+        first = {p: entry[0].source.offset for p, entry in self._order.first_queued().items()}
         in_flight, self._in_flight = self._in_flight, None  # read again, from the broker
         for m in (*work.messages, *(in_flight.messages if in_flight else ())):
-            first[m.source.partition] = min(
-                first.get(m.source.partition, m.source), m.source, key=lambda s: s.offset
-            )
+            p = m.source.partition
+            first[p] = min(first.get(p, m.source.offset), m.source.offset)
         self._order.clear()
+        for p, reads in self._reads.items():
+            committed = reads.restart()
+            if committed is not None:
+                first[p] = committed
+            elif p in first:
+                reads.next_offset = None  # read again from `first`, whatever it was
+        topic = self.config.kafka.input_topic
         assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-        for source in first.values():
-            if (source.topic, source.partition) in assigned:
-                consumer.seek(TopicPartition(source.topic, source.partition, source.offset))
+        for partition, offset in first.items():
+            if (topic, partition) in assigned:
+                consumer.seek(TopicPartition(topic, partition, offset))
 
     def _flow_control(self, consumer: Consumer) -> None:
         """Stop fetching a partition whose queue is long (it waits for a slower one), and
@@ -278,7 +357,7 @@ class AllStage:
         """Tell the order which partitions with nothing queued still have records on the
         broker (from the high watermark of the last fetch): those are waited for."""
         topic = self.config.kafka.input_topic
-        empty = [p for p in self._order.partitions() if not self._order.queued(p)]
+        empty = [p for p in self._order.partitions() if not self._order.ready(p)]
         if not empty:
             return
         positions = consumer.position([TopicPartition(topic, p) for p in empty])

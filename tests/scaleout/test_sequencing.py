@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Source
-from consumer.scaleout.sequencing import MAX_DONE_CHARS, Sequencer, decode_done, encode_done
+from consumer.scaleout.sequencing import Sequencer
 from consumer.scaleout.wire import Fingerprinted
+from consumer.stream.offsets import MAX_DONE_CHARS, decode_done, encode_done
 from consumer.stream.pipeline import Message
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.stream.eventtime import EventTimeOrder
+from consumer.stream.eventtime import EventTimeOrder, ReorderWindow
 
 
 class Clock:
@@ -166,3 +166,150 @@ def test_clearing_the_queues_forgets_what_was_expected():
     order.add(0, "a", 1)
     order.caught_up(0)
     assert [r.item for r in order.release()] == ["a"]
+
+
+# -- the reorder window: disorder inside a partition ------------------------------------------
+
+
+def _windowed(times: list[int | None], window: int, idle_ms: int = 1000) -> EventTimeOrder:
+    """One partition read from a backlog: the broker holds more until the last record."""
+    order: EventTimeOrder = EventTimeOrder(idle_ms, clock=Clock(), window=ReorderWindow(window))
+    order.assign([0])
+    order.behind(0, True)
+    return order
+
+
+@st.composite
+def displaced(draw, window: int = 8):
+    """A partition in time order with some records moved later by fewer than `window`
+    places, as a retried batch lands behind the ones sent after it."""
+    times = sorted(draw(st.lists(st.integers(0, 1000), max_size=60)))
+    arrival = list(range(len(times)))
+    for _ in range(draw(st.integers(0, 5))):
+        if len(arrival) < 2:
+            break
+        i = draw(st.integers(0, len(arrival) - 1))
+        j = draw(st.integers(i, min(i + window - 1, len(arrival) - 1)))
+        arrival.insert(j, arrival.pop(i))
+    # Moves can add up: at most 5 x 7 places, within the window of 64 the test gives.
+    return [times[k] for k in arrival]
+
+
+@given(displaced())
+def test_records_displaced_within_the_window_leave_in_time_order(times):
+    order = _windowed(times, window=64)
+    released = []
+    for offset, t in enumerate(times):
+        order.add(0, offset, t)
+        released += order.release()
+    order.behind(0, False)
+    order.caught_up(0)
+    released += order.release()
+    assert [r.time_ms for r in released] == sorted(times)
+    assert sorted(r.item for r in released) == list(range(len(times)))
+    assert order.beyond_window == 0
+
+
+def test_a_retried_batch_behind_later_records_is_decided_in_time_order():
+    # 600 records of days 10-40, then a retried batch of 200 from days 1-10, then the rest.
+    day = 86_400_000
+    later = [10 * day + i * (30 * day // 600) for i in range(600)]
+    retried = [day + i * (9 * day // 200) for i in range(200)]
+    rest = [40 * day + i for i in range(300)]
+    times = later + retried + rest
+    for window, beyond in ((1000, 0), (0, 200)):
+        order = _windowed(times, window)
+        released = []
+        for offset, t in enumerate(times):
+            order.add(0, offset, t)
+            released += order.release()
+        order.behind(0, False)
+        order.caught_up(0)
+        released += order.release()
+        stream = [r.time_ms for r in released]
+        assert (order.out_of_order, order.beyond_window) == (200, beyond)
+        if window:
+            assert stream == sorted(times)
+            assert [r.item for r in released[:200]] == list(range(600, 800))
+        else:
+            assert [r.item for r in released] == list(range(len(times)))
+
+
+def test_a_record_is_overtaken_by_at_most_the_window_and_moves_no_time():
+    order = _windowed([], window=3)
+    for offset, t in enumerate([10_000, 1, 2, 3, 4, 5]):
+        order.add(0, offset, t)
+    released = list(order.release())
+    # It waited for three records behind it, let the earlier ones go, then went itself.
+    assert [r.item for r in released] == [1, 2, 3, 0]
+    assert [r.time_ms for r in released] == [1, 2, 3, 4]  # it stands where the next one does
+    assert order.queued(0) == 2
+
+
+def test_a_window_waits_for_nothing_on_a_partition_at_its_end():
+    order: EventTimeOrder = EventTimeOrder(10_000, clock=Clock(), window=ReorderWindow(1000))
+    order.assign([0, 1])
+    order.add(0, "b", 2)
+    order.add(0, "a", 1)
+    assert list(order.release()) == []  # the broker may hold more of partition 0
+    order.caught_up(0)
+    order.caught_up(1)
+    assert [r.item for r in order.release()] == ["a", "b"]
+
+
+def test_a_window_waits_no_longer_than_the_idle_bound_for_a_quiet_partition():
+    clock = Clock()
+    order: EventTimeOrder = EventTimeOrder(500, clock=clock, window=ReorderWindow(1000))
+    order.assign([0])
+    order.add(0, "b", 2)
+    order.add(0, "a", 1)
+    clock.now = 0.4
+    assert list(order.release()) == []
+    clock.now = 0.5
+    assert [r.item for r in order.release()] == ["a", "b"]
+
+
+def test_undated_records_stay_behind_the_record_before_them_in_the_window():
+    order = _windowed([], window=10)
+    for offset, t in enumerate([5, None, 3, None, 7]):
+        order.add(0, offset, t)
+    order.behind(0, False)
+    order.caught_up(0)
+    released = list(order.release())
+    assert [r.item for r in released] == [2, 3, 0, 1, 4]
+    assert [r.time_ms for r in released] == [3, 3, 5, 5, 7]
+
+
+def test_the_first_queued_record_is_the_lowest_offset_wherever_it_waits():
+    order = _windowed([], window=10)
+    for offset, t in enumerate([5, 3, 4]):
+        order.add(0, offset, t)
+    assert order.first_queued() == {0: 0}
+    assert order.pop_first(0) == 0
+    assert order.first_queued() == {0: 1}
+    order.caught_up(0)
+    assert [r.item for r in order.release()] == [1, 2]
+
+
+def test_at_its_end_a_backfill_partition_holds_records_for_stragglers_a_live_one_does_not():
+    clock = Clock()
+    now_ms = 100 * 86_400_000
+    window = ReorderWindow(
+        1000, hold_ms=2000, recent_ms=72 * 3_600_000, wall_clock_ms=lambda: now_ms
+    )
+    for dated, waits in ((1_000, True), (now_ms - 1_000, False)):
+        order: EventTimeOrder = EventTimeOrder(10_000, clock=clock, window=window)
+        order.assign([0])
+        order.add(0, "later", dated + 10)
+        order.caught_up(0)
+        if waits:
+            # A backfill: the retried batch with the earlier record lands moments later.
+            assert list(order.release()) == []
+            clock.now += 1.5
+            order.add(0, "earlier", dated)
+            order.caught_up(0)
+            assert list(order.release()) == []
+            clock.now += 0.5  # the first record has waited out the hold: both may go
+            assert [r.item for r in order.release()] == ["earlier", "later"]
+        else:
+            assert [r.item for r in order.release()] == ["later"]
