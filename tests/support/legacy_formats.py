@@ -1,12 +1,11 @@
 """The byte layouts of earlier releases, written from their documentation, so tests can put
-on disk and on a topic what those releases left there: an index of format 4 (article records
-of version 3, without bands; no shingles), one of format 3 (article records of version 2, the
-decision in fixed fields), changelog records of versions 2 and 3, and internal records of
-versions 2 and 3 (from before the bands and shingles).
+on disk what those releases left there: an index of format 4 (article records of version 3,
+without bands; no shingles) or one of format 3 (article records of version 2, the decision in
+fixed fields).
 
 These layouts are history and never change, so this module does not rot; it is
-deliberately independent of the project's own readers of them (indexstore.encoding,
-consumer.scaleout.wire), which the tests check against it.
+deliberately independent of the project's own reader of them (indexstore.encoding), which
+the tests check against it.
 """
 
 from __future__ import annotations
@@ -24,11 +23,6 @@ _RECORD_LENGTHS = struct.Struct(">HHHH")
 _RECORD_HEAD_V3 = struct.Struct(">BQ16sqQH")
 _RECORD_HEAD_V4 = struct.Struct(">BQ16sqQHH")
 _SHINGLES_PREFIX = b"s"
-_CHANGE = struct.Struct(">BQ16sqBbBHHIH")
-_CHANGE_V3 = struct.Struct(">BQ16sqIH")
-_INTERNAL_V2 = struct.Struct(">BQq16siqHHIH")
-_INTERNAL_V3 = struct.Struct(">BQq16siqHHIHB")
-_KINDS = ("unique", "duplicate", "near_duplicate")
 _TIME = struct.Struct(">q")
 _ID_LENGTH = struct.Struct(">H")
 
@@ -72,77 +66,6 @@ def encode_record_v2(
             legacy_payload(decision),
         )
     )
-
-
-def encode_change_v2(
-    simhash: int,
-    content_hash: bytes,
-    event_time_ms: int,
-    decision: stored.StoredDecision,
-    sketch: bytes,
-) -> bytes:
-    cluster = decision.cluster_id.encode()
-    matched = None if decision.matched_id is None else decision.matched_id.encode()
-    payload = legacy_payload(decision)
-    head = _CHANGE.pack(
-        2,
-        simhash,
-        content_hash,
-        event_time_ms,
-        _KINDS.index(decision.kind.value),
-        -1 if decision.distance is None else decision.distance,
-        decision.late,
-        len(cluster),
-        0xFFFF if matched is None else len(matched),
-        len(payload),
-        len(sketch),
-    )
-    return head + cluster + (matched or b"") + payload + sketch
-
-
-def encode_change_v3(
-    simhash: int, content_hash: bytes, event_time_ms: int, payload: bytes, sketch: bytes
-) -> bytes:
-    """A changelog record of version 3: the stored decision as the payload, no bands or
-    shingles."""
-    head = _CHANGE_V3.pack(3, simhash, content_hash, event_time_ms, len(payload), len(sketch))
-    return head + payload + sketch
-
-
-def encode_internal(
-    version: int,
-    simhash: int,
-    event_time_ms: int,
-    content_hash: bytes,
-    partition: int,
-    offset: int,
-    topic: str,
-    article_id: str,
-    text_chars: int,
-    sketch: bytes,
-    dated: bool = True,
-) -> bytes:
-    """An internal record (fingerprint → decide) of version 3, or of version 2 (version 3
-    without its flags byte, so without `dated`)."""
-    raw_topic, raw_id = topic.encode(), article_id.encode()
-    common = (
-        version,
-        simhash,
-        event_time_ms,
-        content_hash,
-        partition,
-        offset,
-        len(raw_topic),
-        len(raw_id),
-        text_chars,
-        len(sketch),
-    )
-    if version == 2:
-        head = _INTERNAL_V2.pack(*common)
-    else:
-        assert version == 3, version
-        head = _INTERNAL_V3.pack(*common, 0 if dated else 1)
-    return head + raw_topic + raw_id + sketch
 
 
 def _downgrade(path: Path, to_format: int) -> int:
