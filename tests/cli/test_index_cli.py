@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from legacy_formats import downgrade_to_format_4
 
 from consumer.cli import main
 from consumer.deciding import stored
@@ -108,6 +109,25 @@ def test_a_damaged_index_names_the_recovery_of_its_role(
         assert main(["index", "stats", "--state", str(directory)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"newsdedup: error: the index in {directory} is damaged")
+        assert recovery in err and err.count("\n") == 1
+
+
+def test_an_index_of_an_older_format_names_the_rebuild_of_its_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused in one line, like a damaged index, with the rebuild of the role that owns it."""
+    domain = tmp_path / "decide" / "partition-4" / "domain=news"
+    for directory, recovery in (
+        (tmp_path / "all", f"newsdedup index rebuild --from-feed --state {tmp_path / 'all'}"),
+        (domain, f"mv {domain.parent} {domain.parent}.old"),
+    ):
+        directory.mkdir(parents=True)
+        with IndexStore.open(directory, IndexOptions(memory_bytes=8 << 20)):
+            pass
+        assert downgrade_to_format_4(directory) == 0
+        assert main(["index", "stats", "--state", str(directory)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"newsdedup: error: the index in {directory} is of format 4")
         assert recovery in err and err.count("\n") == 1
 
 
