@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import rocksdict
+from database_contents import database_contents
 from legacy_formats import downgrade_to_format_4
 
 from indexstore import ArticleRecord, IndexOptions, IndexStore, IndexVersionError
@@ -49,29 +50,8 @@ def test_an_index_left_by_format_4_is_refused_and_left_as_it_is(tmp_path: Path) 
             record = ArticleRecord(f"a{i}", i << 40, b"x" * 16, NOW - HOUR, b"p", b"k", bands)
             batch.put(dataclasses.replace(record, shingles=b"s%d" % i))
     assert downgrade_to_format_4(tmp_path) == 20
-    left = contents(tmp_path)
+    left = database_contents(tmp_path)
     for read_only in (False, True):
         with pytest.raises(IndexVersionError, match="is of format 4, which this version"):
             IndexStore.open(tmp_path, OPTIONS, read_only=read_only)
-    assert contents(tmp_path) == left
-
-
-def contents(path: Path) -> dict[str, dict[bytes, bytes]]:
-    """Every key and value of every column family of the closed database in `path`."""
-    names = rocksdict.Rdict.list_cf(str(path))
-    opts = rocksdict.Options(raw_mode=True)
-    db = rocksdict.Rdict(
-        str(path),
-        opts,
-        column_families={n: opts for n in names if n != "default"},
-        access_type=rocksdict.AccessType.read_only(),
-    )
-    try:
-        found = {}
-        for name in names:
-            cf = db.get_column_family(name)
-            found[name] = dict(cf.items())
-            del cf
-        return found
-    finally:
-        db.close()
+    assert database_contents(tmp_path) == left
