@@ -1,8 +1,7 @@
 """A time-windowed RocksDB index of 64-bit SimHash fingerprints with exact Hamming search.
 
 It knows fingerprints, event time and RocksDB; nothing of Kafka or of the service, whose
-decision each record carries as an opaque payload (migrated by a function the caller hands
-`IndexStore.open`).
+decision each record carries as an opaque payload.
 
 May import: numpy, rocksdict and its own compiled probe kernel; nothing of `consumer`
 (scripts/import-layers checks it).
@@ -15,6 +14,7 @@ from indexstore.errors import (
     IndexLockedError,
     IndexStateError,
     IndexStoreError,
+    IndexVersionError,
     IndexWriteError,
 )
 from indexstore.layout import Layout, choose_layout
@@ -22,10 +22,7 @@ from indexstore.model import (
     ArticleRecord,
     IndexOptions,
     IndexStats,
-    LegacyDecision,
     Match,
-    Migrated,
-    PayloadUpgrade,
     RecordColumns,
     SearchResult,
     SegmentStats,
@@ -43,12 +40,10 @@ __all__ = [
     "IndexStats",
     "IndexStore",
     "IndexStoreError",
+    "IndexVersionError",
     "IndexWriteError",
     "Layout",
-    "LegacyDecision",
     "Match",
-    "Migrated",
-    "PayloadUpgrade",
     "RecordColumns",
     "SearchResult",
     "SegmentStats",

@@ -4,7 +4,7 @@ Groups of segments and article generations are column families, created when a c
 needs one and dropped by expiry; a segment is a key range in its group. The catalog holds
 their handles and what is known of each segment without reading it, and reads article
 records and row ids through them. It does not decide what to write or when to expire: the
-store does. It may import rocksdict and indexstore.encoding, .commit, .model and
+store does. It may import rocksdict and indexstore.encoding, .commit and
 .rocksdb_errors.
 """
 
@@ -18,7 +18,6 @@ import rocksdict
 
 from indexstore import encoding as enc
 from indexstore.commit import Stored, StoredBytes
-from indexstore.model import ArticleRecord, PayloadUpgrade
 from indexstore.rocksdb_errors import RocksDBErrors
 
 
@@ -66,13 +65,10 @@ class Catalog:
 
     __slots__ = (
         "_db",
-        "_decode",
         "_errors",
         "_meta",
         "_newest_first",
-        "_older",
         "_opts",
-        "_upgrade",
         "generations",
         "groups",
         "segments",
@@ -87,9 +83,6 @@ class Catalog:
         groups: dict[int, Group],
         segments: dict[int, Segment],
         generations: dict[int, Generation],
-        *,
-        older: bool = False,
-        upgrade: PayloadUpgrade | None = None,
     ) -> None:
         self._db = db
         self._opts = opts  # every column family is created with these: one memory budget
@@ -98,14 +91,6 @@ class Catalog:
         self.groups = groups
         self.segments = segments
         self.generations = generations
-        # `older`: an index of an earlier format opened read-only (written ones are
-        # migrated), whose records are converted as they are read, those of format 3 by
-        # `upgrade`; otherwise records decode without a check per record.
-        self._older = older
-        self._upgrade = upgrade
-        self._decode: Callable[[str, bytes], tuple[ArticleRecord, int | None]] = (
-            self._decode_either if older else enc.decode_record
-        )
         self._newest_first = self._generation_order()
 
     def column_families(self) -> list[rocksdict.Rdict]:
@@ -120,7 +105,7 @@ class Catalog:
             for generation in self._newest_first:
                 raw = generation.cf.get(key)
                 if raw is not None:
-                    record, seq = self._decode(article_id, raw)
+                    record, seq = enc.decode_record(article_id, raw)
                     return Stored(record, seq, generation.id)
         return None
 
@@ -130,12 +115,9 @@ class Catalog:
         raws = self.read_raw(article_ids)
         with self._errors:
             for article_id, stored in raws.items():
-                record, seq = self._decode(article_id, stored.value)
+                record, seq = enc.decode_record(article_id, stored.value)
                 found[article_id] = Stored(record, seq, stored.generation)
         return found
-
-    def _decode_either(self, article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
-        return enc.decode_any_record(article_id, raw, self._upgrade)
 
     def read_raw(self, article_ids: Sequence[str]) -> dict[str, StoredBytes]:
         """The encoded current records of these ids: one multi-get per live generation."""

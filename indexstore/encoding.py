@@ -25,14 +25,8 @@ column family ``articles.<gen>`` (article table; gen = storage_time // generatio
         bands (little-endian u32 band keys) | payload (the rest, opaque: the caller's, e.g.
         the service's decision in consumer/deciding/stored.py)
 
-Format 4 (record version 3) had neither bands nor the length of them, and no shingles.
-Format 3 (record version 2) held the decision's own fields in the record: distance, flags
-(late, matched id present), the lengths and UTF-8 of decision, cluster id and matched id,
-between the head and the sketch (`decode_legacy_record`). Opening an index of format 3 or 4
-for writing migrates it (indexstore/migration.py); opened read-only, its records are
-converted as they are read. Formats 1 and 2 had a column family per
-segment; creating one costs ~80 ms, which dominated replays of history. They are refused
-(the index is rebuilt by replaying the feed).
+Only this format is read: a directory of any other is refused (`IndexVersionError`) and the
+index rebuilt by replaying the feed. No release wrote an earlier one, so nothing converts one.
 
 A row is one article's entry in the search tables; `seq` numbers rows in insertion order,
 never reused. Blobs are little-endian so numpy reads them without copying; keys are
@@ -41,23 +35,18 @@ big-endian so they sort numerically.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStoreError
-from indexstore.model import ArticleRecord, LegacyDecision, PayloadUpgrade
+from indexstore.model import ArticleRecord
 
 FORMAT_VERSION = 5
-# Opened for writing, migrated to FORMAT_VERSION; read-only, their records converted as read.
-OLDER_FORMAT_VERSIONS = (3, 4)
-# Format 3 held the decision in the record: migrating it needs the caller's conversion.
-LEGACY_FORMAT_VERSION = 3
 MAX_SKETCH_BYTES = 2**16 - 1
 # The band tables keep a key's band in 4 bits of each entry (indexstore/bands.py).
 MAX_BANDS = 16
@@ -80,11 +69,8 @@ _U64 = struct.Struct(">Q")
 _SEGMENT_BIAS = 2**63
 _ROW_KEY = np.dtype([("prefix", "S1"), ("segment", ">u8"), ("seq", ">u8")])
 _RECORD_HEAD = struct.Struct(">BQ16sqQHH")
-# Record version 3, of index format 4: no bands.
-_V3_RECORD_VERSION = 3
-_V3_RECORD_HEAD = struct.Struct(">BQ16sqQH")
-# The part of the head every record version shares: up to and with the seq.
-_COMMON_HEAD = struct.Struct(">BQ16sqQ")
+# The head up to and with the seq: what `record_row` reads.
+_ROW_HEAD = struct.Struct(">BQ16sqQ")
 # Where a record's seq lies: records equal but for their row are equal as articles.
 _SEQ_AT = struct.calcsize(">BQ16sq")
 # The lengths after the seq in a current record: sketch, bands.
@@ -102,12 +88,6 @@ _HEADS = np.dtype(
     ]
 )
 RECORD_VERSION = 4
-# Record version 2, of index format 3: the head, then the decision's fields.
-_LEGACY_RECORD_VERSION = 2
-_LEGACY_HEAD = struct.Struct(">BQ16sqQbB")
-_LEGACY_LENGTHS = struct.Struct(">HHHH")
-_LEGACY_LATE = 1
-_LEGACY_MATCHED = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +96,12 @@ class Meta:
     segment_ms: int
     group_ms: int
     generation_ms: int
-    format: int = FORMAT_VERSION
 
 
 def encode_meta(meta: Meta) -> bytes:
     return json.dumps(
         {
-            "format": meta.format,
+            "format": FORMAT_VERSION,
             "max_distance": meta.max_distance,
             "segment_ms": meta.segment_ms,
             "group_ms": meta.group_ms,
@@ -132,30 +111,33 @@ def encode_meta(meta: Meta) -> bytes:
     ).encode()
 
 
+def meta_format(raw: bytes) -> int:
+    """The format the metadata says the index has; read before the rest, whose fields may
+    differ in another format."""
+    format_version: int = _meta_document(raw)["format"]
+    return format_version
+
+
 def decode_meta(raw: bytes) -> Meta:
-    try:
-        doc = json.loads(raw)
-        fmt = doc["format"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise IndexCorruptError(f"unreadable index metadata: {e}") from e
-    if fmt != FORMAT_VERSION and fmt not in OLDER_FORMAT_VERSIONS:
-        older = " or ".join(map(str, OLDER_FORMAT_VERSIONS))
-        raise IndexFormatError(
-            f"index format {fmt} is not supported by this version (expects {FORMAT_VERSION}, "
-            f"or {older}, which it migrates); "
-            "rebuild the index in a new directory by replaying the feed, or use the matching "
-            "newsdedup version"
-        )
+    doc = _meta_document(raw)
     try:
         return Meta(
             int(doc["max_distance"]),
             int(doc["segment_ms"]),
             int(doc["group_ms"]),
             int(doc["generation_ms"]),
-            fmt,
         )
     except (ValueError, KeyError, TypeError) as e:
         raise IndexCorruptError(f"unreadable index metadata: {e}") from e
+
+
+def _meta_document(raw: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+        doc["format"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise IndexCorruptError(f"unreadable index metadata: {e}") from e
+    return cast("dict[str, Any]", doc)
 
 
 def encode_state(watermark_ms: int | None, next_seq: int, commits: int) -> bytes:
@@ -320,9 +302,8 @@ def encode_records(
 
 
 def record_row(raw: bytes) -> tuple[int, int | None]:
-    """(event time, row seq or None) of an encoded record, without decoding the rest. The
-    same bytes in every record version."""
-    _, _, _, event_time, seq = _COMMON_HEAD.unpack_from(raw)
+    """(event time, row seq or None) of an encoded record, without decoding the rest."""
+    _, _, _, event_time, seq = _ROW_HEAD.unpack_from(raw)
     return event_time, (None if seq == NO_SEQ else seq)
 
 
@@ -330,10 +311,6 @@ def record_identity(raw: bytes) -> bytes:
     """An encoded record without its seq: two records of one id are equal exactly when
     these are (the id is the key, not part of the value)."""
     return raw[:_SEQ_AT] + raw[_SEQ_AT + 8 :]
-
-
-def record_version(raw: bytes) -> int:
-    return raw[0]
 
 
 def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
@@ -358,63 +335,7 @@ def decode_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | Non
 
 
 def record_bands(raw: bytes) -> bytes:
-    """The band keys of an encoded record (of the current version), nothing else decoded."""
+    """The band keys of an encoded record, nothing else decoded."""
     sketch_len, bands_len = _BAND_LENGTHS.unpack_from(raw, _SEQ_AT + 8)
     start = _RECORD_HEAD.size + sketch_len
     return raw[start : start + bands_len]
-
-
-def decode_v3_record(article_id: str, raw: bytes) -> tuple[ArticleRecord, int | None]:
-    """A record of version 3 (index format 4): the same as version 4 without bands."""
-    version, simhash, content_hash, event_time, seq, sketch_len = _V3_RECORD_HEAD.unpack_from(raw)
-    if version != _V3_RECORD_VERSION:
-        raise IndexFormatError(f"article record version {version} is not a version 3 record")
-    end = _V3_RECORD_HEAD.size + sketch_len
-    record = ArticleRecord(
-        article_id, simhash, content_hash, event_time, raw[end:], raw[_V3_RECORD_HEAD.size : end]
-    )
-    return record, (None if seq == NO_SEQ else seq)
-
-
-def decode_any_record(
-    article_id: str, raw: bytes, upgrade: PayloadUpgrade | None
-) -> tuple[ArticleRecord, int | None]:
-    """A record of any version as the current one: version 3 gains empty bands, version 2
-    the payload `upgrade` makes of its decision (refused without `upgrade`)."""
-    version = record_version(raw)
-    if version == RECORD_VERSION:
-        return decode_record(article_id, raw)
-    if version == _V3_RECORD_VERSION:
-        return decode_v3_record(article_id, raw)
-    if upgrade is None:
-        raise IndexFormatError(f"article record version {version} is not supported")
-    record, legacy, seq = decode_legacy_record(article_id, raw)
-    return dataclasses.replace(record, payload=upgrade(legacy)), seq
-
-
-def decode_legacy_record(
-    article_id: str, raw: bytes
-) -> tuple[ArticleRecord, LegacyDecision, int | None]:
-    """A record of version 2 (index format 3): the record without a payload, the decision
-    and payload it held, and its row seq."""
-    version, simhash, content_hash, event_time, seq, distance, flags = _LEGACY_HEAD.unpack_from(raw)
-    if version != _LEGACY_RECORD_VERSION:
-        raise IndexFormatError(f"article record version {version} is not a legacy record")
-    a, b, c, s = _LEGACY_LENGTHS.unpack_from(raw, _LEGACY_HEAD.size)
-    pos = _LEGACY_HEAD.size + _LEGACY_LENGTHS.size
-    decision = raw[pos : pos + a].decode()
-    cluster_id = raw[pos + a : pos + a + b].decode()
-    matched_id = raw[pos + a + b : pos + a + b + c].decode()
-    pos += a + b + c
-    sketch = raw[pos : pos + s]
-    legacy = LegacyDecision(
-        article_id=article_id,
-        cluster_id=cluster_id,
-        decision=decision,
-        matched_id=matched_id if flags & _LEGACY_MATCHED else None,
-        distance=None if distance < 0 else distance,
-        late=bool(flags & _LEGACY_LATE),
-        payload=raw[pos + s :],
-    )
-    record = ArticleRecord(article_id, simhash, content_hash, event_time, b"", sketch)
-    return record, legacy, (None if seq == NO_SEQ else seq)

@@ -17,6 +17,20 @@ class IndexFormatError(IndexStoreError):
     """The directory was written with another format, k or segment width, or is no index."""
 
 
+class IndexVersionError(IndexFormatError):
+    """The directory holds an index of another format than this version's. Nothing converts
+    one: it is rebuilt in a new directory, or opened with the version that wrote it."""
+
+    def __init__(self, found: object, expected: int, path: Path) -> None:
+        self.found = found
+        self.path = path
+        super().__init__(
+            f"the index in {path} is of format {found}, which this version does not read (it "
+            f"reads format {expected}); rebuild the index in a new directory by replaying the "
+            "feed, or open it with the version that wrote it"
+        )
+
+
 class IndexCorruptError(IndexFormatError):
     """The directory is damaged: RocksDB reports corruption, a file it needs is missing, or
     stored bytes do not decode. Using it anyway could answer wrongly, so it is refused."""

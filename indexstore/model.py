@@ -5,7 +5,7 @@ Plain frozen dataclasses with no behaviour, so callers can build and compare the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
 from indexstore.value import value_type
@@ -93,34 +93,6 @@ class Match:
     """The matched article's `ArticleRecord.sketch`, likewise."""
     shared_bands: int = 0
     """How many band keys the matched article shares with the query (band matches only)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyDecision:
-    """The fields an article record of index format 3 (record version 2) held beside the
-    index's own: the decision, fixed in the index's layout. Opening such an index hands each
-    record's to the caller's `PayloadUpgrade`, which returns the payload the record keeps."""
-
-    article_id: str
-    cluster_id: str
-    decision: str
-    matched_id: str | None
-    distance: int | None
-    late: bool
-    payload: bytes
-
-
-PayloadUpgrade = Callable[[LegacyDecision], bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class Migrated:
-    """What opening an index of an earlier format did to bring it to the current one."""
-
-    from_format: int
-    to_format: int
-    records: int  # article records rewritten by this open (a resumed migration: the rest)
-    seconds: float
 
 
 @value_type

@@ -20,7 +20,13 @@ import rocksdict
 from indexstore import encoding as enc
 from indexstore.catalog import Catalog, Generation, Group, Segment
 from indexstore.commit import TableRows
-from indexstore.errors import IndexCorruptError, IndexFormatError, IndexLockedError, IndexStoreError
+from indexstore.errors import (
+    IndexCorruptError,
+    IndexFormatError,
+    IndexLockedError,
+    IndexStoreError,
+    IndexVersionError,
+)
 from indexstore.frequencies import FrequencyPolicy, FrequencyTable
 from indexstore.model import IndexOptions
 from indexstore.rocksdb_errors import index_error
@@ -98,6 +104,14 @@ def wanted_meta(options: IndexOptions) -> enc.Meta:
         group_segments * options.segment_ms,
         generation_ms,
     )
+
+
+def stored_meta(path: Path, raw: bytes) -> enc.Meta:
+    """The metadata of the index in `path`, refused unless of this version's format."""
+    found = enc.meta_format(raw)
+    if found != enc.FORMAT_VERSION:
+        raise IndexVersionError(found, enc.FORMAT_VERSION, path)
+    return enc.decode_meta(raw)
 
 
 def check_compatible(path: Path, stored: enc.Meta, wanted: enc.Meta) -> None:
@@ -182,13 +196,11 @@ def read_bands(generations: Iterable[Generation]) -> tuple[np.ndarray, list[byte
         it.seek_to_first()
         while it.valid():
             raw = it.value()
-            # Records of an earlier version (an index being migrated) have no bands.
-            if enc.record_version(raw) == enc.RECORD_VERSION:
-                keys = enc.record_bands(raw)
-                _, seq = enc.record_row(raw)
-                if keys and seq is not None:
-                    seqs.append(seq)
-                    bands.append(keys)
+            keys = enc.record_bands(raw)
+            _, seq = enc.record_row(raw)
+            if keys and seq is not None:
+                seqs.append(seq)
+                bands.append(keys)
             it.next()
         del it
     return np.array(seqs, dtype=np.uint64), bands
@@ -203,14 +215,12 @@ def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int)
         it = generation.cf.iter()
         it.seek_to_first()
         while it.valid():
-            raw = it.value()
-            if enc.record_version(raw) == enc.RECORD_VERSION:
-                record, seq = enc.decode_record("", raw)
-                segment = record.event_time_ms // segment_ms
-                live = segment in catalog.segments  # else its row has expired
-                if seq is not None and live and policy.counts(record.payload):
-                    segments.append(segment)
-                    seqs.append(seq)
+            record, seq = enc.decode_record("", it.value())
+            segment = record.event_time_ms // segment_ms
+            live = segment in catalog.segments  # else its row has expired
+            if seq is not None and live and policy.counts(record.payload):
+                segments.append(segment)
+                seqs.append(seq)
             it.next()
         del it
     table = FrequencyTable()

@@ -25,7 +25,7 @@ from types import TracebackType
 import numpy as np
 import rocksdict
 
-from indexstore import bulk, migration, opening, snapshot
+from indexstore import bulk, opening, snapshot
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
 from indexstore.catalog import Catalog, Segment, multi_get
@@ -37,8 +37,6 @@ from indexstore.model import (
     ArticleRecord,
     IndexOptions,
     IndexStats,
-    Migrated,
-    PayloadUpgrade,
     RecordColumns,
     SegmentStats,
 )
@@ -77,7 +75,6 @@ class IndexStore:
     _positions: dict[str, int]
     _catalog: Catalog
     _tables: SearchTables
-    _migrated: Migrated | None
     _policy: FrequencyPolicy | None
     _frequencies: FrequencyTable
 
@@ -94,18 +91,13 @@ class IndexStore:
         *,
         read_only: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
-        upgrade: PayloadUpgrade | None = None,
         frequencies: FrequencyPolicy | None = None,
     ) -> IndexStore:
         """Create or reopen the index in `path`.
 
         `read_only` opens without taking the directory's lock (to inspect a running service's
-        index); `clock` returns wall-clock milliseconds and is replaced in tests. `upgrade`
-        turns the decision a record of index format 3 held into the payload it keeps: given,
-        such an index is migrated to the current format as it opens (`migrated` tells), or,
-        opened read-only, its records are converted as they are read; without it, such an
-        index is refused for writing. An index of format 4 needs no conversion: it is migrated
-        (its records gain empty bands) or read as it is. `frequencies` says which keys of which
+        index); `clock` returns wall-clock milliseconds and is replaced in tests. An index of
+        another format is refused (`IndexVersionError`). `frequencies` says which keys of which
         records `Batch.frequencies` counts (indexstore/frequencies.py); without it, none.
         """
         opening.validate(options)
@@ -116,7 +108,6 @@ class IndexStore:
         self._read_only = read_only
         self._batch = None
         self._closed = True
-        self._migrated = None
         self._policy = None if read_only else frequencies
         self._frequencies = FrequencyTable()
         self._errors = RocksDBErrors(self._path)
@@ -125,7 +116,7 @@ class IndexStore:
         self._db = opening.open_database(self._path, self._rocksdb_opts, read_only)
         try:
             with self._errors:
-                self._load(upgrade)
+                self._load()
         except BaseException:
             self._db.close()
             raise
@@ -139,7 +130,7 @@ class IndexStore:
             meta = store._meta
         return IndexOptions(max_distance=meta.max_distance, segment_ms=meta.segment_ms, **overrides)
 
-    def _load(self, upgrade: PayloadUpgrade | None) -> None:
+    def _load(self) -> None:
         raw_meta = self._db.get(enc.META_KEY)
         wanted = opening.wanted_meta(self._options)
         if raw_meta is None:
@@ -148,27 +139,16 @@ class IndexStore:
             self._db.put(enc.META_KEY, enc.encode_meta(wanted))
             self._meta = wanted
         else:
-            self._meta = enc.decode_meta(raw_meta)
+            self._meta = opening.stored_meta(self._path, raw_meta)
             # A read-only reader just shows what is there, with the k it was built with.
             if not self._read_only:
                 opening.check_compatible(self._path, self._meta, wanted)
-        older = self._meta.format != enc.FORMAT_VERSION
-        legacy = self._meta.format == enc.LEGACY_FORMAT_VERSION
-        if legacy and not self._read_only and upgrade is None:
-            raise IndexFormatError(
-                f"the index in {self._path} is of format {self._meta.format}, which this "
-                "version migrates only when opened by the service (it converts the records)"
-            )
         self._layout = choose_layout(self._meta.max_distance, self._options.expected_articles)
         self._watermark, self._next_seq, self._commits = enc.decode_state(
             self._db.get(enc.STATE_KEY)
         )
         self._positions = opening.read_positions(self._db)
         found = opening.scan(self._db, self._path, keep_rows=not self._read_only)
-        if older and not self._read_only:
-            self._meta, self._migrated = migration.migrate(
-                self._db, self._meta, found.generations.values(), upgrade, self._errors
-            )
         self._catalog = Catalog(
             self._db,
             self._rocksdb_opts,
@@ -177,9 +157,6 @@ class IndexStore:
             found.groups,
             found.segments,
             found.generations,
-            # A read-only tool may look at an index an older version still writes.
-            older=older and self._read_only,
-            upgrade=upgrade,
         )
         self._tables = SearchTables(self._layout)
         saved = None if self._read_only else snapshot.load(self._path, self._layout, self._tag())
@@ -255,11 +232,6 @@ class IndexStore:
     @property
     def layout(self) -> Layout:
         return self._layout
-
-    @property
-    def migrated(self) -> Migrated | None:
-        """What this open did to bring an index of an earlier format to the current one."""
-        return self._migrated
 
     def get(self, article_id: str) -> ArticleRecord | None:
         self._check_open()
@@ -466,8 +438,6 @@ class IndexStore:
         replaced = {dead.seq: dead.segment for dead in commit.dead_rows}
         gone: list[tuple[int, int]] = []
         for article_id, stored in committed.items():
-            if enc.record_version(stored.value) != enc.RECORD_VERSION:
-                continue  # an older record: no shingles, never counted
             record, seq = enc.decode_record(article_id, stored.value)
             if seq in replaced and policy.counts(record.payload):
                 gone.append((replaced[seq], seq))

@@ -24,7 +24,7 @@ from consumer.ops.memory import collect_cycles_less_often
 # operator's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from indexstore.errors import IndexCorruptError, IndexStoreError
+from indexstore.errors import IndexCorruptError, IndexStoreError, IndexVersionError
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
@@ -84,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"newsdedup: warning: {warning}", file=sys.stderr)
     try:
         return int(args.handler(args) or 0)
-    except IndexCorruptError as e:
-        from consumer.stream.state import damaged_index_message
+    except (IndexCorruptError, IndexVersionError) as e:
+        from consumer.stream.state import unusable_index_message
 
-        print(f"newsdedup: error: {damaged_index_message(e)}", file=sys.stderr)
+        print(f"newsdedup: error: {unusable_index_message(e)}", file=sys.stderr)
         return 2
     except (NewsdedupError, IndexStoreError) as e:
         print(f"newsdedup: error: {e}", file=sys.stderr)

@@ -117,7 +117,7 @@ def run_stats(args: argparse.Namespace) -> int:
 def run_get(args: argparse.Namespace) -> int:
     from consumer.deciding import stored
 
-    with IndexStore.open(args.state, read_only=True, upgrade=stored.from_legacy) as store:
+    with IndexStore.open(args.state, read_only=True) as store:
         record = store.get(args.article_id)
     if record is None:
         raise InputError(f"no article {args.article_id!r} in {args.state}")
@@ -153,12 +153,8 @@ def run_expire(args: argparse.Namespace) -> int:
         retention = parse_duration_ms(args.retention)
     except ValueError as e:
         raise InputError(str(e)) from e
-    from consumer.deciding import stored
-    from consumer.stream.state import log_migration
-
     options = IndexStore.stored_options(args.state, retention_ms=retention)
-    with IndexStore.open(args.state, options, upgrade=stored.from_legacy) as store:
-        log_migration(store, Path(args.state))
+    with IndexStore.open(args.state, options) as store:
         dropped = store.expire(before)
     print(f"dropped {len(dropped)} segments" + (f": {dropped}" if dropped else ""))
     return 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 import struct
 
 from consumer.deciding.decision import DecisionKind
-from indexstore import LegacyDecision
 from indexstore.value import value_type
 
 VERSION = 1
@@ -39,8 +38,6 @@ _MATCHED = 1 << 3
 _OWN_CLUSTER = 1 << 4
 _NO_TIME = 1 << 5
 _FLAGS_AT = 1
-# What an index of format 3 kept in its records' payload: processed_at, then corrected ids.
-_LEGACY_TIME = struct.Struct(">q")
 
 
 class StoredFormatError(ValueError):
@@ -57,7 +54,7 @@ class StoredDecision:
     distance: int | None
     late: bool
     processed_at_ms: int | None
-    """None only for a record converted from an older index whose payload had no time."""
+    """None when unknown: the service always records it."""
     corrected: tuple[str, ...] = ()
     """Articles this one's arrival decided again (their corrections are republished with it)."""
 
@@ -140,27 +137,3 @@ def cluster_of(article_id: str, payload: bytes) -> str:
         return article_id
     (n_cluster,) = _ID_LENGTH.unpack_from(payload, _HEAD.size - 2 * _ID_LENGTH.size)
     return payload[_HEAD.size : _HEAD.size + n_cluster].decode()
-
-
-def from_legacy(legacy: LegacyDecision) -> bytes:
-    """The payload of a record that an index of format 3 (or a changelog record of version
-    2) held as fixed fields: the same decision, the same processed_at and corrected ids."""
-    old = legacy.payload
-    processed_at = _LEGACY_TIME.unpack_from(old)[0] if len(old) >= _LEGACY_TIME.size else None
-    corrected = []
-    at = _LEGACY_TIME.size
-    while at + _ID_LENGTH.size <= len(old):
-        (n,) = _ID_LENGTH.unpack_from(old, at)
-        at += _ID_LENGTH.size
-        corrected.append(old[at : at + n].decode("utf-8"))
-        at += n
-    decision = StoredDecision(
-        kind=DecisionKind(legacy.decision),
-        cluster_id=legacy.cluster_id,
-        matched_id=legacy.matched_id,
-        distance=legacy.distance,
-        late=legacy.late,
-        processed_at_ms=processed_at,
-        corrected=tuple(corrected),
-    )
-    return encode(legacy.article_id, decision)

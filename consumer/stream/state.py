@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from consumer.config import IndexConfig
-from consumer.deciding import stored
 from consumer.deciding.boilerplate import STORY_STARTERS
 from consumer.ops.logs import log_event
 from consumer.ops.memory import release_free_memory
-from indexstore import IndexCorruptError, IndexOptions, IndexStore
+from indexstore import IndexCorruptError, IndexOptions, IndexStore, IndexVersionError
 
 if TYPE_CHECKING:
     # Only the service has metrics: `check` and the benchmarks open the index without
@@ -50,27 +49,7 @@ def index_options(config: IndexConfig) -> IndexOptions:
 def open_index(config: IndexConfig, path: str | None = None) -> IndexStore:
     directory = Path(path or config.path)
     ensure_private_dir(directory)
-    store = IndexStore.open(
-        directory, index_options(config), upgrade=stored.from_legacy, frequencies=STORY_STARTERS
-    )
-    log_migration(store, directory)
-    return store
-
-
-def log_migration(store: IndexStore, directory: Path) -> None:
-    """One line when opening the index brought it to the current format: an operator
-    upgrading sees what happened to the state, and that an older version cannot read it."""
-    migrated = store.migrated
-    if migrated is not None:
-        log_event(
-            log,
-            logging.WARNING,
-            f"migrated the index from format {migrated.from_format} to {migrated.to_format}; "
-            "older versions of newsdedup cannot open it any more",
-            path=str(directory),
-            records=migrated.records,
-            seconds=round(migrated.seconds, 1),
-        )
+    return IndexStore.open(directory, index_options(config), frequencies=STORY_STARTERS)
 
 
 def ensure_private_dir(directory: Path) -> None:
@@ -94,27 +73,32 @@ def ensure_private_dir(directory: Path) -> None:
     os.chmod(directory, STATE_DIR_MODE)
 
 
-def damaged_index_message(error: IndexCorruptError) -> str:
-    """The line the CLI prints for a damaged index: the directory, and how this project
-    rebuilds it, which depends on the role that owns it (the library cannot know)."""
+def unusable_index_message(error: IndexCorruptError | IndexVersionError) -> str:
+    """The line the CLI prints for an index that must be rebuilt (damaged, or of another
+    format): the directory, and how this project rebuilds it, which depends on the role that
+    owns it (the library cannot know)."""
     path = error.path
     if path is None:
         return str(error)
-    damaged = f"the index in {path} is damaged ({error.detail})"
+    if isinstance(error, IndexCorruptError):
+        what = f"the index in {path} is damaged ({error.detail})"
+        aside, see = "damaged", ' (README: "A damaged index")'
+    else:
+        what = f"the index in {path} is of format {error.found}, which this version does not read"
+        aside, see = "old", ""
     partition = path.parent
     if partition.name.startswith("partition-") and path.name.startswith("domain="):
         # A restore starts at the lowest position of the partition's remaining domains, so
         # moving one domain aside would skip that domain's older records.
         return (
-            f"{damaged}. Stop the decide instance, move the whole partition directory aside "
-            f"(mv {partition} {partition}.damaged) and start it again: it restores "
-            f"{partition.name} from the changelog before deciding it "
-            '(README: "A damaged index")'
+            f"{what}. Stop the decide instance, move the whole partition directory aside "
+            f"(mv {partition} {partition}.{aside}) and start it again: it restores "
+            f"{partition.name} from the changelog before deciding it{see}"
         )
     return (
-        f"{damaged}. Stop the service, move the directory aside (mv {path} {path}.damaged), "
+        f"{what}. Stop the service, move the directory aside (mv {path} {path}.{aside}), "
         f"rebuild it with `newsdedup index rebuild --from-feed --state {path}` and start the "
-        'service again (README: "A damaged index")'
+        f"service again{see}"
     )
 
 

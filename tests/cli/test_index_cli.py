@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from legacy_formats import downgrade_to_format_4
 
 from consumer.cli import main
 from consumer.deciding import stored
@@ -91,23 +93,37 @@ def test_not_an_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert err.startswith("newsdedup: error: no index in") and err.count("\n") == 1
 
 
-def test_a_damaged_index_names_the_recovery_of_its_role(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def damage(directory: Path) -> None:
+    (directory / "CURRENT").write_text("damaged\n")
+
+
+@pytest.mark.parametrize(
+    ("spoil", "what", "aside"),
+    [(damage, "is damaged", "damaged"), (downgrade_to_format_4, "is of format 4", "old")],
+    ids=["damaged", "older-format"],
+)
+def test_an_unusable_index_names_the_recovery_of_its_role(
+    spoil: Callable[[Path], object],
+    what: str,
+    aside: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The single-process index is rebuilt from the feed; a decide role's domain index by
-    moving its whole partition aside, which the owner then restores from the changelog."""
+    """Damaged or of an older format, an index is refused in one line with its rebuild: the
+    single-process index is rebuilt from the feed; a decide role's domain index by moving its
+    whole partition aside, which the owner then restores from the changelog."""
     domain = tmp_path / "decide" / "partition-4" / "domain=news"
     for directory, recovery in (
         (tmp_path / "all", f"newsdedup index rebuild --from-feed --state {tmp_path / 'all'}"),
-        (domain, f"mv {domain.parent} {domain.parent}.damaged"),
+        (domain, f"mv {domain.parent} {domain.parent}.{aside}"),
     ):
         directory.mkdir(parents=True)
         with IndexStore.open(directory, IndexOptions(memory_bytes=8 << 20)):
             pass
-        (directory / "CURRENT").write_text("damaged\n")
+        spoil(directory)
         assert main(["index", "stats", "--state", str(directory)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"newsdedup: error: the index in {directory} is damaged")
+        assert err.startswith(f"newsdedup: error: the index in {directory} {what}")
         assert recovery in err and err.count("\n") == 1
 
 

@@ -1,18 +1,15 @@
-"""The decision as the service stores it in the index record's payload: it round-trips, its
-cheap readers agree with the full one, and a decision of the previous layout converts to the
-same bytes the service writes today."""
+"""The decision as the service stores it in the index record's payload: it round-trips, and
+its cheap readers agree with the full one."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from legacy_formats import legacy_payload
 from stored_strategies import stored_decisions
 
 from consumer.deciding import stored
 from consumer.deciding.stored import StoredDecision, StoredFormatError
-from indexstore import LegacyDecision
 
 texts = st.text(max_size=30)
 decisions = stored_decisions(
@@ -28,23 +25,6 @@ def test_a_stored_decision_round_trips(article_id, decision, own):
     assert stored.decode(article_id, payload) == decision
     assert stored.cluster_of(article_id, payload) == decision.cluster_id
     assert stored.is_own_cluster(payload) == (decision.cluster_id == article_id)
-
-
-@given(article_id=texts, decision=decisions)
-def test_a_legacy_decision_converts_to_what_the_service_writes(article_id, decision):
-    if decision.processed_at_ms is None:
-        # The previous layout could not name corrections without a time.
-        decision = StoredDecision(**{**_fields(decision), "corrected": ()})
-    legacy = LegacyDecision(
-        article_id,
-        decision.cluster_id,
-        decision.kind.value,
-        decision.matched_id,
-        decision.distance,
-        decision.late,
-        legacy_payload(decision),
-    )
-    assert stored.from_legacy(legacy) == stored.encode(article_id, decision)
 
 
 def test_a_payload_of_other_code_is_not_a_decision():

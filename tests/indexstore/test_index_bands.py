@@ -9,7 +9,7 @@ from pathlib import Path
 
 import hypothesis.strategies as st
 import pytest
-import rocksdict
+from database_contents import database_contents
 from hypothesis import HealthCheck, given, settings
 from index_reference import NOW_MS, SKEW_MS, ReferenceIndex, program_index
 
@@ -187,24 +187,13 @@ def open_store(path: Path) -> IndexStore:
 
 def stored_shingles(path: Path) -> list[bytes]:
     """Every shingles value on disk, whatever reads it."""
-    names = rocksdict.Rdict.list_cf(str(path))
-    opts = rocksdict.Options(raw_mode=True)
-    db = rocksdict.Rdict(
-        str(path),
-        opts,
-        column_families={n: opts for n in names if n != "default"},
-        access_type=rocksdict.AccessType.read_only(),
-    )
-    try:
-        values = []
-        for name in names:
-            if name.startswith("group."):
-                cf = db.get_column_family(name)
-                values += [v for k, v in cf.items() if k.startswith(b"s")]
-                del cf
-        return values
-    finally:
-        db.close()
+    return [
+        value
+        for name, family in database_contents(path).items()
+        if name.startswith("group.")
+        for key, value in family.items()
+        if key.startswith(b"s")
+    ]
 
 
 def shingles_of(store: IndexStore, article_id: str) -> bytes | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -237,20 +236,6 @@ def test_prefetches_in_steps_find_every_row_of_the_batch(tmp_path: Path) -> None
 def spread(i: int) -> int:
     """Fingerprints far apart from each other (Fibonacci hashing)."""
     return i * 0x9E3779B97F4A7C15 % 2**64
-
-
-def test_older_formats_are_refused(tmp_path: Path) -> None:
-    open_store(tmp_path).close()
-    opts = rocksdict.Options(raw_mode=True)
-    names = [n for n in rocksdict.Rdict.list_cf(str(tmp_path)) if n != "default"]
-    for fmt in (1, 2, 99):
-        db = rocksdict.Rdict(str(tmp_path), opts, column_families={n: opts for n in names})
-        db[b"meta"] = json.dumps({**json.loads(db[b"meta"]), "format": fmt}).encode()
-        db.close()
-        with pytest.raises(IndexFormatError, match=f"index format {fmt} is not supported"):
-            open_store(tmp_path)
-        with pytest.raises(IndexFormatError, match="rebuild the index"):
-            IndexStore.open(tmp_path, read_only=True)
 
 
 def test_segments_share_a_column_family_per_group(tmp_path: Path) -> None:

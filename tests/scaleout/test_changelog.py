@@ -20,11 +20,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
-from legacy_formats import encode_change_v2, encode_change_v3, encode_internal
-from stored_strategies import stored_decisions
 
 from consumer.config import Config, IndexConfig
-from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.boilerplate import sampled_keys
 from consumer.deciding.decision import Source
@@ -36,7 +33,6 @@ from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import (
     WireError,
     change_key,
-    decode_change,
     decode_changes,
     decode_fingerprinted,
     encode_change,
@@ -74,51 +70,12 @@ def test_change_record_round_trips(
     article_id, domain, simhash, chash, event, payload, sketch, bands, shingles
 ):
     record = ArticleRecord(article_id, simhash, chash, event, payload, sketch, bands, shingles)
-    assert decode_change(change_key(domain, article_id), encode_change(record)) == (domain, record)
+    decoded = decode_changes([change_key(domain, article_id)], [encode_change(record)])
+    assert {d: records_of(columns) for d, (_, columns) in decoded.items()} == {domain: [record]}
 
 
 def records_of(columns: RecordColumns) -> list[ArticleRecord]:
     return [ArticleRecord(*row) for row in zip(*dataclasses.astuple(columns), strict=True)]
-
-
-@given(
-    article_id=texts.filter(bool),
-    domain=texts.filter(lambda d: "\0" not in d),
-    simhash=st.integers(0, 2**64 - 1),
-    chash=st.binary(min_size=16, max_size=16),
-    event=st.integers(-(2**62), 2**62),
-    decision=stored_decisions(texts, st.integers(-(2**62), 2**62), max_corrections=3),
-    sketch=st.binary(max_size=65),
-    bands=band_bytes,
-    shingles=shingle_bytes,
-)
-def test_changelog_records_of_previous_versions_still_read(
-    article_id, domain, simhash, chash, event, decision, sketch, bands, shingles
-):
-    """A compacted changelog keeps version-3 records (no bands, no shingles) and version-2
-    records (the decision in fixed fields) after an upgrade: they read as the record this
-    version writes of the same decision with no bands and no shingles, one by one and in
-    bulk, also mixed with new ones."""
-    key = change_key(domain, article_id)
-    payload = stored.encode(article_id, decision)
-    record = ArticleRecord(article_id, simhash, chash, event, payload, sketch)
-    v2 = encode_change_v2(simhash, chash, event, decision, sketch)
-    v3 = encode_change_v3(simhash, chash, event, payload, sketch)
-    assert decode_change(key, v2) == (domain, record)
-    assert decode_change(key, v3) == (domain, record)
-    other = ArticleRecord(
-        "new", 1, b"\0" * 16, 5, stored.encode("new", decision), b"", bands, shingles
-    )
-    new_key = change_key(domain, "new")
-    for keys, values, want in [
-        ([key, new_key], [v2, encode_change(other)], [record, other]),
-        ([key, new_key], [v3, encode_change(other)], [record, other]),
-        ([new_key, key, key], [encode_change(other), v3, v2], [other, record, record]),
-        ([key, key], [v3, v3], [record, record]),
-    ]:
-        ((at, columns),) = decode_changes(keys, values).values()
-        assert at == list(range(len(keys)))
-        assert records_of(columns) == want
 
 
 change_records = st.builds(
@@ -134,73 +91,40 @@ change_records = st.builds(
 )
 
 
-@st.composite
-def changes_of_any_version(draw) -> tuple[str, ArticleRecord, bytes]:
-    """(domain, record, value): the record as this version writes it, or the same article's
-    as version 3 or 2 wrote it (which carry no bands or shingles; version 2 another decision)."""
-    domain = draw(st.sampled_from(["", "zh", "a\x01"]))
-    record = draw(change_records)
-    version = draw(st.sampled_from([4, 4, 3, 2]))
-    if version == 4:
-        return domain, record, encode_change(record)
-    if version == 3:
-        r = record
-        return (
-            domain,
-            r,
-            encode_change_v3(r.simhash, r.content_hash, r.event_time_ms, r.payload, r.sketch),
-        )
-    decision = draw(stored_decisions(texts, st.integers(-(2**62), 2**62), max_corrections=2))
-    return (
-        domain,
-        record,
-        encode_change_v2(
-            record.simhash, record.content_hash, record.event_time_ms, decision, record.sketch
-        ),
-    )
-
-
-@given(changes=st.lists(changes_of_any_version(), max_size=30))
-def test_changes_decoded_in_bulk_equal_one_by_one(changes):
-    """Of every version, alone or mixed, with and without bands and shingles."""
-    keys = [change_key(domain, record.article_id) for domain, record, _ in changes]
-    values = [value for _, _, value in changes]
-    one_by_one: dict[str, tuple[list[int], list[ArticleRecord]]] = {}
-    for i, (key, value) in enumerate(zip(keys, values, strict=True)):
-        domain, record = decode_change(key, value)
-        one_by_one.setdefault(domain, ([], []))[0].append(i)
-        one_by_one[domain][1].append(record)
+@given(
+    changes=st.lists(st.tuples(st.sampled_from(["", "zh", "a\x01"]), change_records), max_size=30)
+)
+def test_changes_decoded_in_bulk_read_back_by_domain(changes):
+    """Alone or many, in one domain or several, with and without bands and shingles."""
+    keys = [change_key(domain, record.article_id) for domain, record in changes]
+    values = [encode_change(record) for _, record in changes]
+    want: dict[str, tuple[list[int], list[ArticleRecord]]] = {}
+    for i, (domain, record) in enumerate(changes):
+        want.setdefault(domain, ([], []))[0].append(i)
+        want[domain][1].append(record)
     bulk = {
         domain: (at, records_of(columns))
         for domain, (at, columns) in decode_changes(keys, values).items()
     }
-    assert bulk == one_by_one
-    # And what this version wrote reads back whole.
-    for (domain, record, value), key in zip(changes, keys, strict=True):
-        if value[0] == 4:
-            assert decode_change(key, value) == (domain, record)
+    assert bulk == want
 
 
-def test_bulk_decoding_refuses_what_decoding_one_refuses():
+def test_changelog_records_of_other_versions_or_cut_short_are_refused():
     record = ArticleRecord("a", 1, b"\0" * 16, 5, b"p", b"s", b"b" * 64, b"S" * 900)
     good = encode_change(record)
-    v3 = encode_change_v3(1, b"\0" * 16, 5, b"", b"")
     for key, value in [
         (b"no separator", good),
         (change_key("", "a"), good[:20]),
-        (change_key("", "a"), v3[:20]),
         (change_key("", "a"), b""),
         (change_key("", "a"), b"\x01" + good[1:]),
+        (change_key("", "a"), b"\x03" + good[1:]),
         (change_key("", "a"), b"\x05" + good[1:]),
     ]:
-        with pytest.raises(WireError):
-            decode_change(key, value)
         for keys, values in [([change_key("", "b"), key], [good, value]), ([key], [value])]:
             with pytest.raises(WireError):
                 decode_changes(keys, values)
 
 
-# What every version of the internal record carries.
 INTERNAL_FIELDS = dict(
     article_id=texts.filter(bool),
     domain=texts,
@@ -246,30 +170,12 @@ def test_internal_record_round_trips(
     assert (decoded.domain, decoded.item, decoded.source) == (domain, item, source)
 
 
-@given(**INTERNAL_FIELDS, version=st.sampled_from([2, 3]))
-def test_internal_records_of_previous_versions_still_read(
-    article_id, domain, simhash, event, topic, partition, offset, sketch, chars, dated, version
-):
-    """An older fingerprint instance during an upgrade: its records read with no bands and no
-    shingles, and those of version 2 (no flags) as dated."""
-    chash = b"\x01" * 16
-    old = encode_internal(
-        version, simhash, event, chash, partition, offset, topic, article_id, chars, sketch, dated
-    )
-    decoded = decode_fingerprinted(domain.encode(), old)
-    want = Analyzed(
-        article_id, event, simhash, chash, sketch, text_chars=chars, dated=dated or version == 2
-    )
-    assert (decoded.domain, decoded.item) == (domain, want)
-    assert decoded.source == Source(topic, partition, offset)
-
-
 def test_internal_records_of_unknown_versions_or_cut_short_are_refused():
     item = Analyzed(
         "a1", T0, 42, b"\x01" * 16, b"sk", bands=b"b" * 64, shingles=b"S" * 700, text_chars=120
     )
     good = encode_fingerprinted(item, Source("feed", 2, 9))
-    for bad in [b"", good[:30], b"\x01" + good[1:], b"\x05" + good[1:]]:
+    for bad in [b"", good[:30], b"\x01" + good[1:], b"\x03" + good[1:], b"\x05" + good[1:]]:
         with pytest.raises(WireError):
             decode_fingerprinted(b"", bad)
 
@@ -329,55 +235,26 @@ def decide_into(stores: DomainStores, feed: list[Analyzed], batch: int = 50) -> 
     return changes
 
 
-def as_previous_version(key: bytes, value: bytes, version: int) -> bytes:
-    """The changelog record version 3 or 2 wrote for the same decision (no bands, no
-    shingles)."""
-    _, r = decode_change(key, value)
-    if version == 3:
-        return encode_change_v3(r.simhash, r.content_hash, r.event_time_ms, r.payload, r.sketch)
-    decision = stored.decode(r.article_id, r.payload)
-    return encode_change_v2(r.simhash, r.content_hash, r.event_time_ms, decision, r.sketch)
-
-
 @pytest.mark.kafka
-@pytest.mark.parametrize("before_upgrade", [0.0, 0.6], ids=["current", "upgraded-midway"])
 def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
-    kafka_bootstrap, kafka_admin, tmp_path, before_upgrade
+    kafka_bootstrap, kafka_admin, tmp_path
 ):
-    """Also when the first records on the topic were written by the previous versions (the
-    decision in fixed fields, then no bands or shingles): a compacted changelog keeps them
-    after an upgrade."""
     feed = synthetic_feed(3000)
     with DomainStores(INDEX, tmp_path / "writer") as writer:
         changes = decide_into(writer, feed)
         # Every article's own record carries its bands and shingles to the changelog.
         carried = {(a.id, a.simhash, a.content_hash): (a.bands, a.shingles) for a in feed}
-        records = [decode_change(k, v)[1] for k, v in changes]
+        ((_, columns),) = decode_changes(*zip(*changes, strict=True)).values()
+        records = records_of(columns)
         carrying = {
             (r.article_id, r.simhash, r.content_hash)
             for r in records
             if (r.bands, r.shingles) == carried.get((r.article_id, r.simhash, r.content_hash))
         }
         assert carrying == set(carried)
-        old = int(len(changes) * before_upgrade)
-        changes = [
-            (k, as_previous_version(k, v, 2 if n < old // 2 else 3))
-            for n, (k, v) in enumerate(changes[:old])
-        ] + changes[old:]
-        assert sum(v[0] == 2 for _, v in changes) == old // 2
-        assert sum(v[0] == 3 for _, v in changes) == old - old // 2
         original = writer.store(0, "")
         ids = sorted({a.id for a in feed})
-        # An article whose latest record is of a previous version has no bands or shingles.
-        latest = {r.article_id: n for n, r in enumerate(records)}
-        want_records = {
-            i: (
-                dataclasses.replace(original.get(i), bands=b"", shingles=b"")
-                if latest[i] < old
-                else original.get(i)
-            )
-            for i in ids
-        }
+        want_records = {i: original.get(i) for i in ids}
         probes = [a.simhash ^ (1 << (n % 64)) for n, a in enumerate(feed[::7])]
         want_search = _searches(original, probes)
         keys = np.unique(np.concatenate([sampled_keys(a.shingles) for a in feed]))
@@ -426,8 +303,7 @@ def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
         store = rebuilt.store(0, "")
         assert {i: store.get(i) for i in ids} == want_records
         assert _searches(store, probes) == want_search
-        if not before_upgrade:  # (records of previous versions bring no shingles to count)
-            assert _frequencies(store, keys).tolist() == want_frequencies.tolist()
+        assert _frequencies(store, keys).tolist() == want_frequencies.tolist()
 
 
 def _frequencies(store, keys: np.ndarray) -> np.ndarray:

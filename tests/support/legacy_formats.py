@@ -1,12 +1,9 @@
-"""The byte layouts of earlier releases, written from their documentation, so tests can put
-on disk and on a topic what those releases left there: an index of format 4 (article records
-of version 3, without bands; no shingles), one of format 3 (article records of version 2, the
-decision in fixed fields), changelog records of versions 2 and 3, and internal records of
-versions 2 and 3 (from before the bands and shingles).
+"""An index as an earlier format left it on disk, so tests can check that this version
+refuses it: format 4, whose article records (version 3) had no bands and which kept no
+shingles.
 
-These layouts are history and never change, so this module does not rot; it is
-deliberately independent of the project's own readers of them (indexstore.encoding,
-consumer.scaleout.wire), which the tests check against it.
+The layout is history and never changes, so this module does not rot; it is written from
+the layout's documentation, independently of indexstore.encoding.
 """
 
 from __future__ import annotations
@@ -17,137 +14,15 @@ from pathlib import Path
 
 import rocksdict
 
-from consumer.deciding import stored
-
-_RECORD_HEAD = struct.Struct(">BQ16sqQbB")
-_RECORD_LENGTHS = struct.Struct(">HHHH")
 _RECORD_HEAD_V3 = struct.Struct(">BQ16sqQH")
 _RECORD_HEAD_V4 = struct.Struct(">BQ16sqQHH")
 _SHINGLES_PREFIX = b"s"
-_CHANGE = struct.Struct(">BQ16sqBbBHHIH")
-_CHANGE_V3 = struct.Struct(">BQ16sqIH")
-_INTERNAL_V2 = struct.Struct(">BQq16siqHHIH")
-_INTERNAL_V3 = struct.Struct(">BQq16siqHHIHB")
-_KINDS = ("unique", "duplicate", "near_duplicate")
-_TIME = struct.Struct(">q")
-_ID_LENGTH = struct.Struct(">H")
 
 
-def legacy_payload(decision: stored.StoredDecision) -> bytes:
-    """What the service kept in the payload then: processed_at, then the corrected ids."""
-    if decision.processed_at_ms is None:
-        return b""
-    parts = [_TIME.pack(decision.processed_at_ms)]
-    for article_id in decision.corrected:
-        raw = article_id.encode()
-        parts += [_ID_LENGTH.pack(len(raw)), raw]
-    return b"".join(parts)
-
-
-def encode_record_v2(
-    simhash: int,
-    content_hash: bytes,
-    event_time_ms: int,
-    seq: int,
-    decision: stored.StoredDecision,
-    sketch: bytes,
-) -> bytes:
-    matched = decision.matched_id
-    flags = (1 if decision.late else 0) | (2 if matched is not None else 0)
-    strings = [decision.kind.value.encode(), decision.cluster_id.encode(), (matched or "").encode()]
-    return b"".join(
-        (
-            _RECORD_HEAD.pack(
-                2,
-                simhash,
-                content_hash,
-                event_time_ms,
-                seq,
-                -1 if decision.distance is None else decision.distance,
-                flags,
-            ),
-            _RECORD_LENGTHS.pack(*map(len, strings), len(sketch)),
-            *strings,
-            sketch,
-            legacy_payload(decision),
-        )
-    )
-
-
-def encode_change_v2(
-    simhash: int,
-    content_hash: bytes,
-    event_time_ms: int,
-    decision: stored.StoredDecision,
-    sketch: bytes,
-) -> bytes:
-    cluster = decision.cluster_id.encode()
-    matched = None if decision.matched_id is None else decision.matched_id.encode()
-    payload = legacy_payload(decision)
-    head = _CHANGE.pack(
-        2,
-        simhash,
-        content_hash,
-        event_time_ms,
-        _KINDS.index(decision.kind.value),
-        -1 if decision.distance is None else decision.distance,
-        decision.late,
-        len(cluster),
-        0xFFFF if matched is None else len(matched),
-        len(payload),
-        len(sketch),
-    )
-    return head + cluster + (matched or b"") + payload + sketch
-
-
-def encode_change_v3(
-    simhash: int, content_hash: bytes, event_time_ms: int, payload: bytes, sketch: bytes
-) -> bytes:
-    """A changelog record of version 3: the stored decision as the payload, no bands or
-    shingles."""
-    head = _CHANGE_V3.pack(3, simhash, content_hash, event_time_ms, len(payload), len(sketch))
-    return head + payload + sketch
-
-
-def encode_internal(
-    version: int,
-    simhash: int,
-    event_time_ms: int,
-    content_hash: bytes,
-    partition: int,
-    offset: int,
-    topic: str,
-    article_id: str,
-    text_chars: int,
-    sketch: bytes,
-    dated: bool = True,
-) -> bytes:
-    """An internal record (fingerprint → decide) of version 3, or of version 2 (version 3
-    without its flags byte, so without `dated`)."""
-    raw_topic, raw_id = topic.encode(), article_id.encode()
-    common = (
-        version,
-        simhash,
-        event_time_ms,
-        content_hash,
-        partition,
-        offset,
-        len(raw_topic),
-        len(raw_id),
-        text_chars,
-        len(sketch),
-    )
-    if version == 2:
-        head = _INTERNAL_V2.pack(*common)
-    else:
-        assert version == 3, version
-        head = _INTERNAL_V3.pack(*common, 0 if dated else 1)
-    return head + raw_topic + raw_id + sketch
-
-
-def _downgrade(path: Path, to_format: int) -> int:
-    """Rewrite the article records of a closed index of format 5 as `to_format`'s, drop its
-    shingles (neither earlier format has any) and set its format; the records rewritten."""
+def downgrade_to_format_4(path: Path) -> int:
+    """Turn a closed index written by this version (format 5) into the one format 4 held
+    with the same contents: records without bands, no shingles. Returns the records
+    rewritten."""
     names = rocksdict.Rdict.list_cf(str(path))
     opts = rocksdict.Options(raw_mode=True)
     db = rocksdict.Rdict(
@@ -173,34 +48,15 @@ def _downgrade(path: Path, to_format: int) -> int:
                 sketch_end = _RECORD_HEAD_V4.size + n_sketch
                 sketch = value[_RECORD_HEAD_V4.size : sketch_end]
                 payload = value[sketch_end + n_bands :]
-                if to_format == 4:
-                    head = _RECORD_HEAD_V3.pack(3, simhash, chash, event_time, seq, n_sketch)
-                    old = head + sketch + payload
-                else:
-                    decision = stored.decode(key.decode(), payload)
-                    old = encode_record_v2(simhash, chash, event_time, seq, decision, sketch)
-                wb.put(key, old, handle)
+                head = _RECORD_HEAD_V3.pack(3, simhash, chash, event_time, seq, n_sketch)
+                wb.put(key, head + sketch + payload, handle)
                 rewritten += 1
             db.write(wb)
             del cf, handle
         meta = json.loads(db[b"meta"])
         assert meta["format"] == 5, meta
-        meta["format"] = to_format
+        meta["format"] = 4
         db[b"meta"] = json.dumps(meta, sort_keys=True).encode()
     finally:
         db.close()
     return rewritten
-
-
-def downgrade_index(path: Path) -> int:
-    """Turn a closed index written by this version (format 5) into the one the release before
-    the previous would have written with the same contents (format 3), bands and shingles
-    left out. Returns the records rewritten."""
-    return _downgrade(path, 3)
-
-
-def downgrade_index_to_format_4(path: Path) -> int:
-    """Turn a closed index written by this version (format 5) into the one the previous
-    release would have written with the same contents (format 4): records without bands,
-    no shingles. Returns the records rewritten."""
-    return _downgrade(path, 4)

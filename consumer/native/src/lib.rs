@@ -2,9 +2,9 @@
 //! hash, sketch, band keys and shingles record out, with every step after normalization in one
 //! native pass per article.
 //!
-//! It reimplements `consumer.terms.TermExtractor.count`, the TF-IDF weights, the top-N choice
-//! and the vote of `consumer.fingerprint`, `consumer.sketch.sketch` and
-//! `consumer.fingerprint.shingles`, exactly; the Python
+//! It reimplements `consumer.fingerprint.terms.TermExtractor.count`, the TF-IDF weights, the
+//! top-N choice and the vote of `consumer.fingerprint.fingerprinter`,
+//! `consumer.fingerprint.sketch.sketch` and `consumer.fingerprint.shingles`, exactly; the Python
 //! code stays the reference, and tests assert equal fingerprints on real text. What would make
 //! the two differ is passed in from Python rather than rebuilt here: the stop words, which
 //! characters form Latin words and how the sketch classes code points (the running Python's
@@ -54,7 +54,7 @@ fn term_hash(term: &str) -> u64 {
     murmur3::x64_128(term.as_bytes(), 0).0
 }
 
-/// jieba's Han block as `consumer.terms._HAN_RUN` sees it.
+/// jieba's Han block as `consumer.fingerprint.terms._HAN_RUN` sees it.
 fn is_han(c: char) -> bool {
     ('\u{4e00}'..='\u{9fd5}').contains(&c)
 }
@@ -96,7 +96,7 @@ struct Kernel {
     /// Stop words by term hash; the word itself is compared too, so a hash collision cannot
     /// drop a real term.
     stop: HashKeyed<String>,
-    /// One bit per code point: does `consumer.terms._WORD_CHAR` match it.
+    /// One bit per code point: does `consumer.fingerprint.terms._WORD_CHAR` match it.
     word_chars: Vec<u8>,
     idf: HashKeyed<f64>,
     median_idf: f64,
@@ -270,8 +270,8 @@ impl Kernel {
 #[pymethods]
 impl Kernel {
     /// `idf_keys`/`idf_values`: the IDF table's arrays as little-endian u64/f64 bytes;
-    /// `sketch_classes`/`sketch_word_chars`: `consumer.sketch`'s class of every code point (one
-    /// byte each) and its word characters (one bit each).
+    /// `sketch_classes`/`sketch_word_chars`: `consumer.fingerprint.sketch`'s class of every
+    /// code point (one byte each) and its word characters (one bit each).
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -363,7 +363,7 @@ impl Kernel {
             .collect())
     }
 
-    /// `consumer.sketch.sketch(text)` (for tests against it).
+    /// `consumer.fingerprint.sketch.sketch(text)` (for tests against it).
     fn sketch<'py>(&self, py: Python<'py>, text: &str) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.sketcher.sketch(text))
     }

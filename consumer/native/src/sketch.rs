@@ -1,5 +1,5 @@
-//! `consumer.sketch.sketch`: the 65-byte verification sketch of normalized text, bit for bit
-//! (128 four-bit minima, two to a byte).
+//! `consumer.fingerprint.sketch.sketch`: the 65-byte verification sketch of normalized text,
+//! bit for bit (128 four-bit minima, two to a byte).
 //!
 //! Which code points are letters, Latin letters, kept or dropped, and which form words, comes
 //! from Python (the running interpreter's Unicode tables), as for the terms.
@@ -17,7 +17,7 @@ const BIN_SHIFT: u32 = 64 - 7;
 const P1: u64 = 0x9E37_79B9_7F4A_7C15;
 const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 
-/// `consumer.sketch`'s classes of code points.
+/// `consumer.fingerprint.sketch`'s classes of code points.
 const DROPPED: u8 = 0;
 const LETTER: u8 = 2;
 const LATIN_LETTER: u8 = 3;
@@ -32,9 +32,9 @@ pub struct Sketched {
 }
 
 pub struct Sketcher {
-    /// `consumer.sketch`'s class of every code point, one byte each.
+    /// `consumer.fingerprint.sketch`'s class of every code point, one byte each.
     classes: Vec<u8>,
-    /// One bit per code point: does `consumer.sketch._WORD`'s class match it.
+    /// One bit per code point: does `consumer.fingerprint.sketch._WORD`'s class match it.
     word_chars: Vec<u8>,
 }
 
@@ -121,7 +121,7 @@ impl Sketcher {
         }
     }
 
-    /// The term hash (as `consumer.terms.hash_terms`) of every word, in order.
+    /// The term hash (as `consumer.fingerprint.terms.hash_terms`) of every word, in order.
     fn word_hashes(&self, text: &str, into: &mut Vec<u64>) {
         let mut start = None;
         for (at, c) in text.char_indices() {
@@ -158,7 +158,8 @@ fn each_shingle(items: &[u64], size: usize, p: u64, mut emit: impl FnMut(u64)) {
     }
 }
 
-/// One-permutation MinHash with rotation densification (`consumer.sketch._minima`).
+/// One-permutation MinHash with rotation densification
+/// (`consumer.fingerprint.sketch.bin_minima`).
 struct Minima {
     minima: [u64; MINIMA],
     present: u128,
