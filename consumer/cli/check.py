@@ -23,13 +23,11 @@ from pathlib import Path
 
 from consumer.config import load_config
 from consumer.corpus import open_bytes
-from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import match_rules
 from consumer.ops.progress import Progress
-from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import Message, Ordered, Pipeline, Rejection, wall_clock_ms
+from consumer.stream.pipeline import Message, Pipeline, Rejection, wall_clock_ms
+from consumer.stream.sequence import SequenceDecider
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer
 
@@ -43,9 +41,6 @@ BATCH_BYTES = 32 << 20
 # that takes less (~12,000 news articles) costs least without them, and one that takes more
 # loses at most this long of the workers' parallelism.
 INLINE_FINGERPRINT_S = 4.0
-# Lines read past the one decided: how far ahead a line's neighbours are seen when a date
-# looks out of place (consumer/stream/eventtime.py).
-LOOKAHEAD_LINES = 256
 # The summary's counts, in this order; those in KEPT are shown even when 0.
 SUMMARY_COUNTS = (
     "unique",
@@ -115,36 +110,12 @@ def run_check(args: argparse.Namespace) -> int:
         store = stack.enter_context(open_index(config.index, args.state or f"{scratch}/state"))
         progress = stack.enter_context(Progress("check", unit="articles"))
         pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
-        # The file is one partition, read in its order; the event-time order still gives each
-        # undated line the time of the line before it, keeps a line dated far from its
-        # neighbours from moving the watermark, by looking LOOKAHEAD_LINES ahead, and puts
-        # lines back in order within the reorder window, as the service does.
-        # Idle 0: the file's one partition is never waited for; its next line is read on demand.
-        order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
-            0, window=ReorderWindow(config.service.reorder_window)
-        )
-        order.assign([0])
-        order.behind(0, True)  # the rest of the file: a window waits for it
+        # The file is one sequence, read in its order (stream/sequence.py).
+        sequence = SequenceDecider(pipeline, config.service.reorder_window)
 
         def settle(messages: list[Message], analyzed: Iterator, last: bool) -> None:
-            entries = []
-            # A window of LOOKAHEAD_LINES slides over the file: each line is decided once the
-            # lines that far past it have been seen.
-            for message, result in zip(messages, (r for c in analyzed for r in c), strict=True):
-                order.add(0, (message, result), time_of(result))
-                if isinstance(result, Analyzed) and not result.dated:
-                    counts["undated"] += 1
-                if len(order) > LOOKAHEAD_LINES:
-                    entries += [Ordered(*r.item, r.time_ms) for r in order.release(1)]
-            if last:
-                order.behind(0, False)
-                order.caught_up(0)
-                entries += [Ordered(*r.item, r.time_ms) for r in order.release()]
-            decided = pipeline.decide_ordered(entries)
-            # The index first, as in the service: a rerun with the same --state re-emits the
-            # stored decisions (of the articles still in the window: the index is expired as
-            # it goes, as the service's would be).
-            decided.index_batch.commit(expire=True)
+            results = (r for chunk in analyzed for r in chunk)
+            decided = sequence.decide(messages, results, pause=last)
             for outcome in decided.outcomes:
                 if isinstance(outcome, Decision):
                     out.write(outcome.to_json() + "\n")
@@ -156,7 +127,7 @@ def run_check(args: argparse.Namespace) -> int:
             for correction in decided.corrections:
                 out.write(correction.to_json() + "\n")
                 counts["corrected"] += 1
-            progress.advance(len(entries))
+            progress.advance(len(decided.outcomes))
 
         # One batch ahead: the workers fingerprint the next batch while this process decides,
         # commits and writes the current one, instead of waiting for it.
@@ -168,6 +139,7 @@ def run_check(args: argparse.Namespace) -> int:
             ahead = started_batch
         if ahead is not None:
             settle(*ahead, last=True)
+        counts["undated"] = sequence.undated
     elapsed = time.monotonic() - started
     total = sum(counts[k] for k in ("unique", "duplicate", "near_duplicate", "invalid"))
     summary = ", ".join(f"{k} {counts[k]}" for k in SUMMARY_COUNTS if counts[k] or k in KEPT)
