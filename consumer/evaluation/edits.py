@@ -206,6 +206,9 @@ def _typos(text: Text, script: Script, rng: Random) -> tuple[Text, str]:
     letters = [i for i, c in enumerate(chars) if c.isalpha()]
     if not letters:
         return text, "no letters"
+    # Positions are counted in the text as it was: the typos go from the end backwards, so
+    # the part before each is unchanged, but a letter to substitute with may lie past it.
+    original = text.content
     per = 250 if script is Script.LATIN else 150  # one typo per this many letters
     n = max(1, len(letters) // per)
     done = []
@@ -213,7 +216,7 @@ def _typos(text: Text, script: Script, rng: Random) -> tuple[Text, str]:
         op = rng.choice(("substitute", "delete", "double", "transpose"))
         if op == "substitute":
             # A character from the same article is a plausible wrong key or wrong homophone.
-            other = chars[rng.choice(letters)]
+            other = original[rng.choice(letters)]
             chars[i] = other if other != chars[i] else "x" if script is Script.LATIN else "的"
         elif op == "delete":
             del chars[i]
