@@ -251,9 +251,12 @@ SECTIONS: dict[str, type] = get_type_hints(Config)
 
 
 def load_config(
-    path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None
+    path: str | os.PathLike | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Config:
-    """Defaults ← TOML file ← environment; validates every value and names the bad one."""
+    """Defaults ← TOML file ← environment ← `overrides` ({section: {option: value}}, as a
+    program sets them); validates every value and names the bad one."""
     raw: dict[str, dict[str, Any]] = {}
     if path is not None:
         p = Path(path)
@@ -266,6 +269,10 @@ def load_config(
             raise ConfigError(f"config file {p} is not valid TOML: {e}") from None
     raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
     _merge_environment(raw, os.environ if environ is None else environ)
+    for section, options in (overrides or {}).items():
+        merged = raw.setdefault(section, {})
+        if isinstance(merged, dict):
+            merged.update(options)
     return _build(raw)
 
 

@@ -2,6 +2,7 @@
 
 - benchmarks.md is BENCHMARKS.md at the repository's root;
 - the CLI reference is `--help` of every command, from consumer.cli's argparse parsers;
+- the library's API reference is the docstrings and signatures of what `newsdedup` exports;
 - the configuration page embeds config/newsdedup.toml, and its option table is checked
   against that file: an option missing on either side, or a default that differs, fails
   the build (MkDocs counts the warning; `mkdocs build --strict` stops on it).
@@ -31,12 +32,36 @@ def on_page_read_source(page, config):
 def on_page_markdown(markdown, page, config, files):
     if "<!-- cli-reference -->" in markdown:
         markdown = markdown.replace("<!-- cli-reference -->", cli_reference())
+    if "<!-- library-reference -->" in markdown:
+        markdown = markdown.replace("<!-- library-reference -->", library_reference())
     if "<!-- config-file -->" in markdown:
         for problem in config_table_problems(markdown):
             log.warning("%s: %s", page.file.src_uri, problem)
         toml = CONFIG_FILE.read_text(encoding="utf-8")
         markdown = markdown.replace("<!-- config-file -->", f"```toml\n{toml}```")
     return markdown
+
+
+def library_reference() -> str:
+    """Each public class of the library API, its methods and their docstrings."""
+    import inspect
+
+    sys.path.insert(0, str(ROOT))
+    import consumer.library as api
+
+    def signature(obj: object) -> str:
+        text = str(inspect.signature(obj))
+        return text.replace("consumer.deciding.decision.", "").replace("'", "")
+
+    parts = []
+    for name in ("Deduplicator", "Decisions", "Explanation", "InvalidArticle", "Decision"):
+        cls = getattr(api, name)
+        parts.append(f"### `{name}{signature(cls)}`\n\n{inspect.getdoc(cls) or ''}\n")
+        for method, member in vars(cls).items():
+            if method.startswith("_") or not callable(member) or not member.__doc__:
+                continue
+            parts.append(f"#### `{name}.{method}{signature(member)}`\n\n{inspect.getdoc(member)}\n")
+    return "\n".join(parts)
 
 
 def cli_reference() -> str:

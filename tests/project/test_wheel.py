@@ -26,11 +26,12 @@ WARNING = "newsdedup: warning: "
 
 
 def _run(
-    command: list, env: dict[str, str] | None = None, timeout: int = 300
+    command: list, env: dict[str, str] | None = None, timeout: int = 300, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [str(part) for part in command],
         env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -142,6 +143,40 @@ def test_the_wheel_holds_both_kernels_and_checks_a_feed_without_cargo(
     assert warnings == []
     assert len(decisions) == len(expected) > 500
     assert decisions == expected
+    assert _library_decisions(bin_dir, env, articles) == _latest(expected)
+
+
+# The library API from the installed wheel: the feed's valid articles in one call (the feed
+# holds a few that `check` rejects, which the library refuses), every decision printed.
+LIBRARY_RUN = """
+import json, sys
+from newsdedup import Deduplicator, InvalidArticle
+articles = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+with Deduplicator(sys.argv[2]) as dedup:
+    while True:
+        try:
+            decided = dedup.decide_many(articles)
+            break
+        except InvalidArticle as refused:
+            del articles[refused.index]
+for decision in [*decided, *decided.corrections]:
+    print(json.dumps(decision.to_dict()))
+"""
+
+
+def _library_decisions(bin_dir: Path, env: dict[str, str], articles: Path) -> dict[str, tuple]:
+    # Run elsewhere than the checkout, whose packages would shadow the wheel's.
+    where = articles.parent
+    out = _run(
+        [bin_dir / "python", "-c", LIBRARY_RUN, articles, where / "library-ix"], env, cwd=where
+    )
+    return _latest([json.loads(line) for line in out.stdout.splitlines()])
+
+
+def _latest(decisions: list[dict]) -> dict[str, tuple]:
+    """Each article's latest decision, as a reader keeping the latest per id has it."""
+    fields = ("decision", "cluster_id", "matched_id", "distance", "late")
+    return {d["id"]: tuple(d.get(k) for k in fields) for d in decisions}
 
 
 @pytest.mark.slow
