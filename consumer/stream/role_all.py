@@ -128,8 +128,8 @@ class AllStage:
             log_event(
                 log,
                 logging.INFO,
-                "this instance's index is new and the group has committed offsets: built it "
-                "from the retained feed up to them, as it would be had this instance decided it",
+                "the index is empty (a new instance, or a new index directory) and the group has "
+                "committed offsets: rebuilt it from the retained feed up to them",
                 messages=result.messages,
                 seconds=round(result.seconds, 1),
                 partitions=[p.partition for p in result.partitions if p.end > p.start],

@@ -35,7 +35,6 @@ from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
 from consumer.stream.checkpoint import Checkpoint, OutputFailed, Outputs
 from consumer.stream.clients import (
-    METADATA_REFRESH_MS,
     REFUSAL_CODES,
     admin_config,
     consumer_config,
@@ -84,8 +83,9 @@ class Service:
         self._fatal: str | None = None
         self._last_error_log: dict[int, float] = {}
         self._input_partitions = 0
-        # Partitions at or past this were added while the service ran.
-        self._first_input_partitions = 0
+        # The input partitions there were at the start, and those assigned since: any other
+        # assigned was added to the topic while the service ran.
+        self._known_input_partitions: set[int] = set()
         self._input_gaps = InputGaps(self.metrics, config.kafka.auto_offset_reset, log)
         self._dlq_max_bytes: int | None = None
         self._decided_since_log = 0
@@ -437,15 +437,15 @@ class Service:
         self.metrics.assigned_partitions.set(len(partitions))
         assigned = sorted(p.partition for p in partitions)
         log_event(log, logging.INFO, "partitions assigned", role=self.role, partitions=assigned)
-        new = [p for p in assigned if p >= self._first_input_partitions]
+        new = [p for p in assigned if p not in self._known_input_partitions]
         if new:
             log_event(
                 log,
                 logging.INFO,
-                "new input partitions assigned (the topic grew since the start)",
+                "new input partitions assigned (added to the topic since the start)",
                 partitions=new,
             )
-            self._first_input_partitions = max(new) + 1
+            self._known_input_partitions.update(new)
 
     def _note_input_partitions(self, count: int) -> None:
         """The input topic's partition count, as the broker's metadata says now."""
@@ -456,10 +456,9 @@ class Service:
                 "the input topic has new partitions",
                 topic=self.config.kafka.input_topic,
                 partitions=list(range(self._input_partitions, count)),
-                metadata_refresh_s=METADATA_REFRESH_MS / 1000,
             )
         if not self._input_partitions:
-            self._first_input_partitions = count
+            self._known_input_partitions = set(range(count))
         self._input_partitions = count
         self.health.input_partitions = count
         self.metrics.input_partitions.set(count)

@@ -4,7 +4,9 @@ offsets after a stop, and (by mistake) start a second `--role all` instance in t
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 import urllib.error
 import uuid
@@ -164,7 +166,52 @@ def test_input_deleted_before_it_was_read_is_a_warning_and_a_count(
         assert any("partition=2 " in line and "skipped=20" in line for line in skipped), log
         # A new index beside committed offsets is rebuilt from the feed: nothing was lost.
         assert "lost, or an older copy" not in log
-        assert "this instance's index is new" in log, log[-3000:]
+        assert "the index is empty (a new instance, or a new index directory)" in log, log[-3000:]
+
+
+def test_input_deleted_while_the_service_lags_is_a_warning_and_a_count(
+    kafka_bootstrap, kafka_admin: AdminClient, topics, tmp_path
+):
+    """The service falls behind (here: frozen with SIGSTOP, for less than its session) while
+    the input's retention deletes what it has not read yet: librdkafka's fetch finds its
+    offset gone and moves on to the earliest record retained; the service says how many it
+    skipped."""
+    feed = corpus_feed(140)
+    head, unread, after = feed[:20], feed[20:120], feed[120:]
+    with service_for(kafka_bootstrap, topics, tmp_path, "lagging") as service:
+        produce(kafka_bootstrap, topics.input, head)
+        read_all(kafka_bootstrap, topics.output, expected=len(head), settle=0, service=service)
+        wait_until(lambda: ready(service)[0] == 200, 30, what="/readyz 200")
+        assert service.process is not None
+        os.kill(service.process.pid, signal.SIGSTOP)
+        try:
+            produce(kafka_bootstrap, topics.input, unread, partition=0)
+            end = [TopicPartition(topics.input, 0, -1)]  # -1: the high watermark
+            for deleted in kafka_admin.delete_records(end, request_timeout=30).values():
+                deleted.result(30)
+            produce(kafka_bootstrap, topics.input, after, partition=0)
+        finally:
+            os.kill(service.process.pid, signal.SIGCONT)
+        wait_until(
+            lambda: (
+                metric(service, "newsdedup_input_records_skipped_total", reason="retention")
+                == len(unread)
+            ),
+            20,
+            what="the skipped records counted",
+        )
+        records = read_all(
+            kafka_bootstrap,
+            topics.output,
+            expected=len(head) + len(after),
+            settle=0,
+            service=service,
+        )
+        assert len(records) == len(head) + len(after)
+        log = service.log()
+        skipped = re.findall(r"WARNING.*input records deleted before they were read.*", log)
+        assert len(skipped) == 1 and "partition=0 " in skipped[0], log[-3000:]
+        assert f"skipped={len(unread)} " in skipped[0], skipped
 
 
 def test_a_second_role_all_instance_in_the_group_shows_the_split(kafka_bootstrap, topics, tmp_path):
