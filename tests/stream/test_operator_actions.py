@@ -92,6 +92,19 @@ def test_offsets_can_be_reset_right_after_a_clean_stop(kafka_bootstrap, topics, 
     assert "left the consumer group" in service.log()
 
 
+def test_leave_group_on_stop_false_keeps_the_place_for_a_restart(kafka_bootstrap, topics, tmp_path):
+    """The option's other side: the stopped static member stays in the group (a restart
+    takes its partitions back without a rebalance), and the group refuses a reset meanwhile."""
+    group = f"stay-{uuid.uuid4().hex[:8]}"
+    options = {"group_id": group, "kafka_leave_group_on_stop": "false"}
+    with service_for(kafka_bootstrap, topics, tmp_path, "stay", **options) as service:
+        wait_until(lambda: ready(service)[0] == 200, 60, what="/readyz 200")
+        assert service.stop() == 0
+    assert "left the consumer group" not in service.log()
+    output = reset_offsets_to_earliest(kafka_bootstrap, group, topics.input)
+    assert "can only be reset if the group" in output, output
+
+
 def test_added_partitions_are_read_within_30_s_named_and_counted(
     kafka_bootstrap, kafka_admin: AdminClient, topics, tmp_path
 ):
