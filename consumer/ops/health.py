@@ -52,8 +52,9 @@ class HealthState:
         if self.needs_whole_feed and self.assigned < self.input_partitions:
             return True, (
                 f"ok, but this instance decides only {self.assigned} of the "
-                f"{self.input_partitions} input partitions: another --role all instance shares "
-                "its consumer group, and duplicates across the two are missed"
+                f"{self.input_partitions} input partitions (another --role all instance shares "
+                "its consumer group, or partitions just added are not assigned yet): "
+                "duplicates across the parts are missed"
             )
         return True, "ok"
 
