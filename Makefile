@@ -21,7 +21,8 @@ LINT_PATHS := consumer indexstore tests docs scripts/decision-frontier scripts/c
 	scripts/accuracy-prototype
 # Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index and the Kafka loop;
 # the rest is not annotated throughout yet.
-TYPED_PATHS := indexstore consumer/library consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py
+TYPED_PATHS := indexstore consumer/library consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py \
+	consumer/stream/input_gaps.py
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\

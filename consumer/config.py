@@ -21,6 +21,7 @@ from consumer.formats import LETTERS_KEY_CHARS
 
 ENV_PREFIX = "NEWSDEDUP_"
 DELIVERY_MODES = ("at_least_once", "exactly_once")
+OFFSET_RESETS = ("earliest", "latest")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -99,6 +100,12 @@ class KafkaConfig:
     create_partitions: int = 0
     # -1 lets the broker choose (default.replication.factor): right for one broker and for many.
     create_replication_factor: int = -1
+    # Where to read a partition with no committed offset, or whose committed offset the broker
+    # no longer holds (retention deleted it unread; the service then logs and counts the loss).
+    auto_offset_reset: str = "earliest"
+    # A clean stop leaves the consumer group (offset resets work at once); false keeps this
+    # static member, and its partitions, for a restart within session.timeout.ms.
+    leave_group_on_stop: bool = True
     client: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -370,7 +377,17 @@ def _validate(config: Config) -> None:
     )
     check(k.batch_max_messages >= 1, "option [kafka] batch_max_messages must be at least 1")
     check(k.create_partitions >= 0, "option [kafka] create_partitions must be 0 or more")
-    reserved = {"bootstrap.servers", "group.id", "transactional.id", "enable.auto.commit"}
+    check(
+        k.auto_offset_reset in OFFSET_RESETS,
+        f"option [kafka] auto_offset_reset must be one of {OFFSET_RESETS}",
+    )
+    reserved = {
+        "bootstrap.servers",
+        "group.id",
+        "transactional.id",
+        "enable.auto.commit",
+        "auto.offset.reset",
+    }
     clash = reserved & set(k.client)
     check(not clash, f"option [kafka.client] {', '.join(sorted(clash))}: set it in [kafka] instead")
     check(config.input.max_message_bytes > 0, "option [input] max_message_bytes must be positive")

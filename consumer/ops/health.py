@@ -22,6 +22,10 @@ class HealthState:
     index_open: bool = False
     broker_reachable: bool = False
     assigned: int = 0
+    input_partitions: int = 0  # of the input topic, assigned or not
+    # A role that must see the whole feed (`--role all`): when it is assigned only part of
+    # it, it is still ready (it serves what it has), but /readyz says so.
+    needs_whole_feed: bool = False
     # What the service waits for before it has partitions: shown by /readyz meanwhile.
     waiting_for: str = "the input topic"
     # Why the last batch's outputs failed, until a batch succeeds: the service is not moving.
@@ -45,6 +49,13 @@ class HealthState:
             return False, f"no input partitions assigned: waiting for {self.waiting_for}"
         if self.output_error is not None:
             return False, f"outputs not delivered, retrying the batch: {self.output_error}"
+        if self.needs_whole_feed and self.assigned < self.input_partitions:
+            return True, (
+                f"ok, but this instance decides only {self.assigned} of the "
+                f"{self.input_partitions} input partitions (another --role all instance shares "
+                "its consumer group, or partitions just added are not assigned yet): "
+                "duplicates across the parts are missed"
+            )
         return True, "ok"
 
 

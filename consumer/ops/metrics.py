@@ -112,6 +112,19 @@ class Metrics:
             "Input partitions assigned to this instance",
             registry=r,
         )
+        self.input_partitions = Gauge(
+            "newsdedup_input_partitions",
+            "Partitions of the input topic, as the broker's metadata last said",
+            registry=r,
+        )
+        self.input_records_skipped = Counter(
+            "newsdedup_input_records_skipped",
+            "Input records never read, by reason (retention: deleted by the broker before the "
+            "service read them)",
+            ["reason"],
+            registry=r,
+        )
+        self.input_records_skipped.labels("retention")
         # Scale-out roles (README, "Scale-out").
         self.fingerprinted = Counter(
             "newsdedup_fingerprinted",

@@ -138,12 +138,21 @@ def common_config(config: KafkaConfig) -> dict[str, object]:
     }
 
 
+# How often the clients ask the broker for the topics' metadata: partitions added to the
+# input topic are assigned and read about this long after (librdkafka's own default is
+# 5 minutes). One small request per interval. [kafka.client] may set another.
+METADATA_REFRESH_MS = 10_000
+
+
 def consumer_config(config: KafkaConfig) -> dict:
     return {
-        "auto.offset.reset": "earliest",
         "statistics.interval.ms": 5000,
+        "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
         **common_config(config),
         "group.id": config.group_id,
+        # Also where librdkafka goes when retention deleted the committed offset: the service
+        # reports those records itself (input_gaps.py).
+        "auto.offset.reset": config.auto_offset_reset,
         # Offsets are committed only by the checkpoint, after decisions are durable.
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

@@ -87,6 +87,8 @@ class AllStage:
         self._pipeline: Pipeline | None = None
         self._input_partitions = 0
         self._upkeep = IndexUpkeep(self._stores, runtime.metrics, log)
+        # One index decides the whole feed: /readyz tells when part of it goes elsewhere.
+        runtime.health.needs_whole_feed = True
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -123,6 +125,7 @@ class AllStage:
         store, analyzer = self._store, runtime.analyzer
         assert store is not None and analyzer is not None
         runtime.health.waiting_for = "the index to be rebuilt from the feed"
+        new_index = not store.positions()
         log_event(log, logging.INFO, "checking the index against the group's committed offsets")
         result = runtime.retry(
             lambda: replay_feed(self.config, store, self._input_partitions, analyzer=analyzer),
@@ -132,7 +135,17 @@ class AllStage:
         )
         if result is None:
             return  # asked to stop
-        if result.messages or result.lost:
+        if result.messages and new_index:
+            log_event(
+                log,
+                logging.INFO,
+                "the index is empty (a new instance, or a new index directory) and the group has "
+                "committed offsets: rebuilt it from the retained feed up to them",
+                messages=result.messages,
+                seconds=round(result.seconds, 1),
+                partitions=[p.partition for p in result.partitions if p.end > p.start],
+            )
+        elif not new_index and (result.messages or result.lost):
             log_event(
                 log,
                 logging.WARNING,
@@ -158,14 +171,16 @@ class AllStage:
         start = None if self._store is None else self._store.watermark_ms()
         self._order.assign([p.partition for p in partitions], start_ms=start)
         self._lag_at_assign = self._lag_of(consumer, partitions)
-        if 0 < len(partitions) < self._input_partitions:
+        total = self.runtime.health.input_partitions or self._input_partitions
+        if 0 < len(partitions) < total:
             log_event(
                 log,
                 logging.WARNING,
                 "this instance sees only part of the input partitions: duplicates across "
-                "instances will be missed; run one instance per feed until scale-out lands",
+                "instances will be missed. Run one --role all instance per feed (its own "
+                "group_id), or the scale-out roles (fingerprint, decide) to spread the work",
                 assigned=len(partitions),
-                total=self._input_partitions,
+                total=total,
             )
 
     def released(self, partitions: list[TopicPartition]) -> None:

@@ -43,6 +43,7 @@ from consumer.stream.clients import (
     topic_max_message_bytes,
     topic_partitions,
 )
+from consumer.stream.input_gaps import InputGaps
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
@@ -82,6 +83,10 @@ class Service:
         self._fatal: str | None = None
         self._last_error_log: dict[int, float] = {}
         self._input_partitions = 0
+        # The input partitions there were at the start, and those assigned since: any other
+        # assigned was added to the topic while the service ran.
+        self._known_input_partitions: set[int] = set()
+        self._input_gaps = InputGaps(self.metrics, config.kafka.auto_offset_reset, log)
         self._dlq_max_bytes: int | None = None
         self._decided_since_log = 0
         # Seconds spent on batches (poll to durable) since the last throughput line.
@@ -185,7 +190,7 @@ class Service:
         partitions = self._wait_for_input_topic(admin)
         if partitions is None:
             return
-        self._input_partitions = partitions
+        self._note_input_partitions(partitions)
         self._ensure_topics(admin)
         consumer = Consumer(
             {
@@ -215,11 +220,27 @@ class Service:
                 on_lost=self._on_lost,
             )
             self._loop(consumer, checkpoint)
+            self._leave_group(consumer)
         finally:
             self.health.assigned = 0
             consumer.close()
             if checkpoint is not None:
                 checkpoint.close()
+
+    def _leave_group(self, consumer: Consumer) -> None:
+        """After a clean stop, leave the consumer group at once. As a static member
+        (group.instance.id) the instance would otherwise stay in it, partitions and all, until
+        session.timeout.ms: right after a crash, whose restart takes the place back without a
+        rebalance, but after a stop the group refuses offset resets meanwhile. librdkafka sends
+        a static member's LeaveGroup when it unsubscribes, never when it closes; the revoke
+        that follows is served by a poll (any record it returns is read again later)."""
+        if not self.config.kafka.leave_group_on_stop:
+            return
+        consumer.unsubscribe()
+        deadline = time.monotonic() + 5.0
+        while consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        log_event(log, logging.INFO, "left the consumer group", group=self.config.kafka.group_id)
 
     def _make_producer(self) -> Producer:
         return Producer({**producer_config(self.config.kafka), "error_cb": self._on_producer_error})
@@ -270,7 +291,7 @@ class Service:
             self._raise_if_fatal()
             records = consumer.consume(max_messages, wait_s)
             polled_at = time.perf_counter()
-            messages, at_end = self._valid_records(records)
+            messages, at_end = self._valid_records(consumer, records)
             if messages:
                 self.health.broker_reachable = True
             self.stage.take(consumer, messages, at_end)
@@ -286,7 +307,9 @@ class Service:
             self.stage.housekeeping()
             self._log_throughput(time.monotonic())
 
-    def _valid_records(self, records: Sequence[KafkaMessage]) -> tuple[list[Message], set[int]]:
+    def _valid_records(
+        self, consumer: Consumer, records: Sequence[KafkaMessage]
+    ) -> tuple[list[Message], set[int]]:
         """The messages polled, and the partitions whose last word was that they reached
         their end."""
         messages = []
@@ -305,6 +328,7 @@ class Service:
             if topic is None or partition is None or offset is None:
                 continue  # only events lack them, and events carry an error
             at_end.discard(partition)
+            self._input_gaps.polled(consumer, topic, partition, offset)
             ts_type, ts = record.timestamp()
             # A consumed record's headers are (name, bytes or None) pairs.
             headers = cast(tuple[tuple[str, bytes], ...], tuple(record.headers() or ()))
@@ -401,16 +425,43 @@ class Service:
     # -- librdkafka callbacks (called from inside consume) -----------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The assignment may follow the topic's growth, which the statistics bring later. (No
+        # metadata request here: list_topics inside a callback breaks confluent-kafka's state.)
+        if partitions:
+            self._note_input_partitions(
+                max(self._input_partitions, *(p.partition + 1 for p in partitions))
+            )
+        self._input_gaps.assigned(consumer, partitions)
         self.stage.assigned(consumer, partitions)
         self.health.assigned = len(partitions)
         self.metrics.assigned_partitions.set(len(partitions))
-        log_event(
-            log,
-            logging.INFO,
-            "partitions assigned",
-            role=self.role,
-            partitions=sorted(p.partition for p in partitions),
-        )
+        assigned = sorted(p.partition for p in partitions)
+        log_event(log, logging.INFO, "partitions assigned", role=self.role, partitions=assigned)
+        new = [p for p in assigned if p not in self._known_input_partitions]
+        if new:
+            log_event(
+                log,
+                logging.INFO,
+                "new input partitions assigned (added to the topic since the start)",
+                partitions=new,
+            )
+            self._known_input_partitions.update(new)
+
+    def _note_input_partitions(self, count: int) -> None:
+        """The input topic's partition count, as the broker's metadata says now."""
+        if count > self._input_partitions and self._input_partitions:
+            log_event(
+                log,
+                logging.INFO,
+                "the input topic has new partitions",
+                topic=self.config.kafka.input_topic,
+                partitions=list(range(self._input_partitions, count)),
+            )
+        if not self._input_partitions:
+            self._known_input_partitions = set(range(count))
+        self._input_partitions = count
+        self.health.input_partitions = count
+        self.metrics.input_partitions.set(count)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Nothing is in flight here: every batch was completed before this poll.
@@ -421,6 +472,7 @@ class Service:
 
     def _release(self, partitions: list[TopicPartition], level: int, event: str) -> None:
         self.stage.released(partitions)
+        self._input_gaps.released(partitions)
         self.health.assigned = 0
         self.metrics.assigned_partitions.set(0)
         # Eager assignment gives up everything; another instance now reports these partitions.
@@ -455,6 +507,11 @@ class Service:
         brokers = stats.get("brokers", {}).values()
         self.health.broker_reachable = any(b.get("state") == "UP" for b in brokers)
         for topic, t in stats.get("topics", {}).items():
+            if topic == self.config.kafka.input_topic:
+                # Every partition the metadata names, assigned or not, and -1: unassigned.
+                count = sum(1 for pid in t.get("partitions", {}) if pid != "-1")
+                if count > self._input_partitions:
+                    self._note_input_partitions(count)
             for pid, p in t.get("partitions", {}).items():
                 lag = p.get("consumer_lag", -1)
                 # Only partitions being fetched: stats keep stale figures for revoked ones.

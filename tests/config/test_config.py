@@ -50,6 +50,9 @@ def test_client_passthrough_from_file_and_environment(tmp_path):
         ('[index]\nretention = "forever"\n', {}, "[index] retention"),
         ('[metrics]\nlisten = "9108"\n', {}, "[metrics] listen"),
         ('[kafka.client]\n"group.id" = "x"\n', {}, "group.id"),
+        ('[kafka]\nauto_offset_reset = "none"\n', {}, "[kafka] auto_offset_reset"),
+        ('[kafka.client]\n"auto.offset.reset" = "latest"\n', {}, "set it in [kafka] instead"),
+        ("", {"NEWSDEDUP_KAFKA_LEAVE_GROUP_ON_STOP": "maybe"}, "[kafka] leave_group_on_stop"),
         ("", {"NEWSDEDUP_NOPE_X": "1"}, "NEWSDEDUP_NOPE_X"),
         ('[kafka]\noutput_topic = "news.raw"\n', {}, "three different topics"),
         # Past 256 characters a text carries no letters key to match a short text by.

@@ -235,6 +235,9 @@ DESIGN_METRICS = {
     "newsdedup_event_lag_seconds": "gauge",
     "newsdedup_late_articles_total": "counter",
     "newsdedup_build_info": "gauge",
+    "newsdedup_assigned_partitions": "gauge",
+    "newsdedup_input_partitions": "gauge",
+    "newsdedup_input_records_skipped_total": "counter",
 }
 
 
