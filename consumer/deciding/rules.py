@@ -35,20 +35,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from consumer.config import MatchConfig
-from consumer.deciding import stored
+from consumer.deciding import corrections, stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.boilerplate import ArticleBoilerplate
 from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.stored import StoredDecision
 from consumer.fingerprint.shingles import bottom_jaccard
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
-from indexstore import ArticleRecord, Batch, Match
+from indexstore import ArticleRecord, Batch, Match, SearchResult
 
 # Candidates verified per article, best first: past the first few, a verified one is rare and
 # each costs an estimate.
 MAX_CANDIDATES = 32
+# Articles read around a stored one when decisions are made again: a story's copies lie near
+# it, and a story copied more often than this within one window is beyond any feed measured.
+NEIGHBOURHOOD = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,13 +174,13 @@ def decide(
     rules: MatchRules = DEFAULT_RULES,
 ) -> tuple[Decision, list[Decision]]:
     """The article's decision, and the corrections it makes to articles published after it
-    that were decided before it arrived (see `_corrections`)."""
+    that were decided before it arrived (consumer/deciding/corrections.py)."""
     prior = batch.lookup(item.id)
     if prior is not None and prior.content_hash == item.content_hash:
         kept = stored.decode(prior.article_id, prior.payload)
         first = now_ms if kept.processed_at_ms is None else kept.processed_at_ms
-        again = _decision(prior, kept, source, first)
-        return again, _corrections_again(batch, prior.article_id, kept, source)
+        again = corrections.message(prior, kept, source, first)
+        return again, corrections.again(batch, kept.corrected, source)
     bands = _searches_bands(rules)
     result = batch.search(
         item.simhash,
@@ -189,38 +193,25 @@ def decide(
         band_limit=rules.band_candidates,
     )
     boilerplate = ArticleBoilerplate(batch, item.shingles, rules.boilerplate_min_articles)
-    # An article is only ever a copy of one published no later than itself; originals
-    # decided before it that it turns out to precede are collected for correction.
+    # An article is only ever a copy of one published no later than itself; the articles
+    # decided before it that it turns out to precede, and that it would take for copies of
+    # it, are collected: their decisions may have to change (consumer/deciding/corrections.py).
     best = None
-    later_originals = []
+    later_copies = []
     candidates = [(m, False) for m in result.matches] + [(m, True) for m in result.band_matches]
     for match, by_bands in candidates:
         if match.event_time_ms > item.event_time_ms:
-            if stored.is_own_cluster(match.payload) and _accepts(
-                rules, batch, item, match, boilerplate, by_bands
-            ):
-                later_originals.append(match)
-        elif _accepts(rules, batch, item, match, boilerplate, by_bands):
+            if _accepts(rules, batch, item, match, boilerplate, by_bands):
+                later_copies.append(match)
+        elif best is None and _accepts(rules, batch, item, match, boilerplate, by_bands):
             best = match
-            break
     if best is not None:
         kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
         cluster_id = stored.cluster_of(best.article_id, best.payload)
         matched_id, distance = best.article_id, best.distance
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
-    corrections = _corrections(batch, item, cluster_id, later_originals, source, now_ms)
-    # The corrections are named in the record, so a re-delivery (its first outputs lost)
-    # publishes them again.
-    decision = StoredDecision(
-        kind,
-        cluster_id,
-        matched_id,
-        distance,
-        result.late,
-        now_ms,
-        corrected=tuple(c.id for c in corrections),
-    )
+    decision = StoredDecision(kind, cluster_id, matched_id, distance, result.late, now_ms)
     record = ArticleRecord(
         article_id=item.id,
         simhash=item.simhash,
@@ -232,84 +223,57 @@ def decide(
         shingles=item.shingles,
     )
     batch.put(record)
-    return _decision(record, decision, source, now_ms), corrections
-
-
-def _corrections_again(
-    batch: Batch, article_id: str, kept: StoredDecision, source: Source
-) -> list[Decision]:
-    """The corrections `article_id` made, as they stand, for a re-delivery of it: the first
-    ones may never have been published (a crash, an aborted transaction)."""
-    again = []
-    for corrected_id in kept.corrected:
-        current = batch.lookup(corrected_id)
-        if current is None:
-            continue
-        decision = stored.decode(corrected_id, current.payload)
-        if decision.matched_id == article_id and decision.processed_at_ms is not None:
-            again.append(
-                _decision(current, decision, source, decision.processed_at_ms, correction=True)
-            )
-    return again
-
-
-def _corrections(
-    batch: Batch,
-    earlier: Analyzed,
-    earlier_cluster_id: str,
-    later_originals: list[Match],
-    source: Source,
-    now_ms: int,
-) -> list[Decision]:
-    """An article arrived after a copy of it that was published later (beyond what the
-    event-time order could wait for) and was decided as an original. That copy is decided
-    again, as a copy of the earlier article in its cluster, and published once more under its
-    own key: a reader that keeps the latest decision per id ends with the event-time answer.
-    Copies already decided against it keep their decisions (they still name it as matched)."""
-    corrected = []
-    for match in later_originals:
-        record = batch.lookup(match.article_id)
-        if record is None:
-            continue
-        was = stored.decode(record.article_id, record.payload)
-        if was.cluster_id != record.article_id:
-            continue
-        exact = record.content_hash == earlier.content_hash
-        decision = StoredDecision(
-            kind=DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE,
-            cluster_id=earlier_cluster_id,
-            matched_id=earlier.id,
-            distance=match.distance,
-            late=was.late,
-            processed_at_ms=now_ms,
+    if later_copies:
+        # In the index first: the later articles' candidates are ranked with it among them.
+        corrected = corrections.settle(
+            batch,
+            item,
+            cluster_id,
+            later_copies,
+            partial(_candidates_of, batch, rules),
+            partial(_copies_near, batch, rules),
+            source,
+            now_ms,
         )
-        # A record read back comes without its shingle hashes (kept apart, read on demand):
-        # put again without them, it would lose them.
-        shingles = batch.shingles(record.article_id) or b""
-        payload = stored.encode(record.article_id, decision)
-        batch.put(dataclasses.replace(record, payload=payload, shingles=shingles))
-        corrected.append(_decision(record, decision, source, now_ms, correction=True))
-    return corrected
+        if corrected:
+            # Named in the record, so a re-delivery (its first outputs lost) publishes them
+            # again.
+            decision = dataclasses.replace(decision, corrected=tuple(c.id for c in corrected))
+            record = dataclasses.replace(record, payload=stored.encode(item.id, decision))
+            batch.put(record)
+    else:
+        corrected = []
+    return corrections.message(record, decision, source, now_ms), corrected
 
 
-def _decision(
-    record: ArticleRecord,
-    decision: StoredDecision,
-    source: Source,
-    processed_at_ms: int,
-    correction: bool = False,
-) -> Decision:
-    return Decision(
-        id=record.article_id,
-        decision=decision.kind,
-        cluster_id=decision.cluster_id,
-        matched_id=decision.matched_id,
-        distance=decision.distance,
-        simhash=record.simhash,
-        content_hash=record.content_hash,
-        event_time_ms=record.event_time_ms,
-        late=decision.late,
-        source=source,
-        processed_at_ms=processed_at_ms,
-        correction=correction,
+def _search_around(batch: Batch, rules: MatchRules, record: ArticleRecord) -> SearchResult:
+    """Every article near a stored one, up to `NEIGHBOURHOOD` of each channel, ranked as
+    `decide` ranks an article's candidates."""
+    return batch.search(
+        record.simhash,
+        record.content_hash,
+        record.event_time_ms,
+        exclude_id=record.article_id,
+        limit=NEIGHBOURHOOD,
+        bands=record.bands if _searches_bands(rules) else b"",
+        min_shared_bands=rules.band_min_shared,
+        band_limit=NEIGHBOURHOOD,
     )
+
+
+def _candidates_of(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:
+    """The candidates `decide` would walk for a stored article today: of those published no
+    later than it, as many of each channel as it looks at (articles published after it, which
+    an out-of-order arrival put in the index, take no places)."""
+    result = _search_around(batch, rules, record)
+    t = record.event_time_ms
+    near = [m for m in result.matches if m.event_time_ms <= t][:MAX_CANDIDATES]
+    banded = [m for m in result.band_matches if m.event_time_ms <= t][: rules.band_candidates]
+    return near + banded
+
+
+def _copies_near(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:
+    """The articles that can have taken a stored one as their match: a match is found by
+    SimHash distance or by shared band keys, both symmetric, so they are near it."""
+    result = _search_around(batch, rules, record)
+    return [*result.matches, *result.band_matches]
