@@ -181,25 +181,18 @@ def decide(
         first = now_ms if kept.processed_at_ms is None else kept.processed_at_ms
         again = corrections.message(prior, kept, source, first)
         return again, corrections.again(batch, kept.corrected, source)
-    bands = _searches_bands(rules)
-    result = batch.search(
-        item.simhash,
-        item.content_hash,
-        item.event_time_ms,
-        exclude_id=item.id,
-        limit=MAX_CANDIDATES,
-        bands=item.bands if bands else b"",
-        min_shared_bands=rules.band_min_shared,
-        band_limit=rules.band_candidates,
-    )
+    result = _search(batch, rules, item, wide=False)
+    if _crowded(result, item.event_time_ms, rules):
+        # Articles published after it, indexed before it arrived, took places among its
+        # candidates: it is decided against as many earlier ones as in event-time order.
+        result = _search(batch, rules, item, wide=True)
     boilerplate = ArticleBoilerplate(batch, item.shingles, rules.boilerplate_min_articles)
     # An article is only ever a copy of one published no later than itself; the articles
     # decided before it that it turns out to precede, and that it would take for copies of
     # it, are collected: their decisions may have to change (consumer/deciding/corrections.py).
     best = None
     later_copies = []
-    candidates = [(m, False) for m in result.matches] + [(m, True) for m in result.band_matches]
-    for match, by_bands in candidates:
+    for match, by_bands in _walk_order(result, item.event_time_ms, rules, later=True):
         if match.event_time_ms > item.event_time_ms:
             if _accepts(rules, batch, item, match, boilerplate, by_bands):
                 later_copies.append(match)
@@ -246,34 +239,67 @@ def decide(
     return corrections.message(record, decision, source, now_ms), corrected
 
 
-def _search_around(batch: Batch, rules: MatchRules, record: ArticleRecord) -> SearchResult:
-    """Every article near a stored one, up to `NEIGHBOURHOOD` of each channel, ranked as
-    `decide` ranks an article's candidates."""
+def _search(
+    batch: Batch, rules: MatchRules, article: Analyzed | ArticleRecord, wide: bool
+) -> SearchResult:
+    """The article's candidates, best first: as many of each channel as `decide` looks at, or
+    with `wide` up to `NEIGHBOURHOOD` (articles published after it may take places)."""
+    article_id = article.id if isinstance(article, Analyzed) else article.article_id
     return batch.search(
-        record.simhash,
-        record.content_hash,
-        record.event_time_ms,
-        exclude_id=record.article_id,
-        limit=NEIGHBOURHOOD,
-        bands=record.bands if _searches_bands(rules) else b"",
+        article.simhash,
+        article.content_hash,
+        article.event_time_ms,
+        exclude_id=article_id,
+        limit=NEIGHBOURHOOD if wide else MAX_CANDIDATES,
+        bands=article.bands if _searches_bands(rules) else b"",
         min_shared_bands=rules.band_min_shared,
-        band_limit=NEIGHBOURHOOD,
+        band_limit=NEIGHBOURHOOD if wide else rules.band_candidates,
     )
 
 
+def _crowded(result: SearchResult, event_time_ms: int, rules: MatchRules) -> bool:
+    """Whether a channel came back full with articles published after `event_time_ms` among
+    them: earlier ones past them may have been left out."""
+    return any(
+        len(found) >= limit and any(m.event_time_ms > event_time_ms for m in found)
+        for found, limit in (
+            (result.matches, MAX_CANDIDATES),
+            (result.band_matches, rules.band_candidates),
+        )
+    )
+
+
+def _walk_order(
+    result: SearchResult, event_time_ms: int, rules: MatchRules, later: bool
+) -> list[tuple[Match, bool]]:
+    """The candidates `decide` verifies, best first, each with whether it was found by bands
+    alone: of those published no later than `event_time_ms`, as many of each channel as it
+    looks at (those published after it take no places), and, with `later`, all of those."""
+    walk = []
+    for found, limit, by_bands in (
+        (result.matches, MAX_CANDIDATES, False),
+        (result.band_matches, rules.band_candidates, True),
+    ):
+        earlier = 0
+        for match in found:
+            if match.event_time_ms > event_time_ms:
+                if later:
+                    walk.append((match, by_bands))
+            elif earlier < limit:
+                earlier += 1
+                walk.append((match, by_bands))
+    return walk
+
+
 def _candidates_of(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:
-    """The candidates `decide` would walk for a stored article today: of those published no
-    later than it, as many of each channel as it looks at (articles published after it, which
-    an out-of-order arrival put in the index, take no places)."""
-    result = _search_around(batch, rules, record)
-    t = record.event_time_ms
-    near = [m for m in result.matches if m.event_time_ms <= t][:MAX_CANDIDATES]
-    banded = [m for m in result.band_matches if m.event_time_ms <= t][: rules.band_candidates]
-    return near + banded
+    """The candidates `decide` would walk for a stored article decided now, in event-time
+    order: only those published no later than it count."""
+    result = _search(batch, rules, record, wide=True)
+    return [m for m, _ in _walk_order(result, record.event_time_ms, rules, later=False)]
 
 
 def _copies_near(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:
     """The articles that can have taken a stored one as their match: a match is found by
     SimHash distance or by shared band keys, both symmetric, so they are near it."""
-    result = _search_around(batch, rules, record)
+    result = _search(batch, rules, record, wide=True)
     return [*result.matches, *result.band_matches]
