@@ -33,42 +33,40 @@ from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.stored import StoredDecision
 from indexstore import ArticleRecord, Batch, Match
 
-Candidates = Callable[[ArticleRecord], Sequence[Match]]
-"""The articles near a stored one, in the order `decide` walks an article's candidates, not
-yet cut to those published before it."""
+TakesEarlier = Callable[[ArticleRecord, StoredDecision], Match | None]
+"""For a stored article and its decision: the arriving article as its candidate, if it would
+now take it as its match (consumer/deciding/rules.py)."""
+Near = Callable[[ArticleRecord], Sequence[Match]]
+"""Every article near a stored one that may have taken it as its match."""
 
 
 def settle(
     batch: Batch,
     earlier: Analyzed,
     cluster_id: str,
-    later_copies: Sequence[Match],
-    candidates_of: Candidates,
-    copies_near: Candidates,
+    later: Sequence[str],
+    takes_earlier: TakesEarlier,
+    copies_near: Near,
     source: Source,
     now_ms: int,
 ) -> list[Decision]:
-    """Decide again what the arrival of `earlier` (decided into `cluster_id`) changes.
-
-    `later_copies` are the articles published after it that it found and verified as copies
-    of it; `candidates_of` gives a stored article's candidates as `decide` ranked them (at most
-    as many published no later than it as `decide` looks at), `copies_near` every article near
-    a stored one that may have taken it as its match."""
+    """Decide again what the arrival of `earlier` (decided into `cluster_id`, and already in
+    `batch`) changes. `later` are the articles near it published after it."""
     changed: dict[str, Decision] = {}
-    for match in later_copies:
-        record = batch.lookup(match.article_id)
+    for article_id in later:
+        record = batch.lookup(article_id)
         if record is None:
             continue
         was = stored.decode(record.article_id, record.payload)
-        if not _ranks_before(candidates_of(record), record, earlier.id, was.matched_id):
+        taken = takes_earlier(record, was)
+        if taken is None:
             continue
-        exact = record.content_hash == earlier.content_hash
         now = dataclasses.replace(
             was,
-            kind=DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE,
+            kind=DecisionKind.DUPLICATE if taken.exact else DecisionKind.NEAR_DUPLICATE,
             cluster_id=cluster_id,
             matched_id=earlier.id,
-            distance=match.distance,
+            distance=taken.distance,
             processed_at_ms=now_ms,
         )
         changed[record.article_id] = _rewrite(batch, record, now, source)
@@ -110,21 +108,6 @@ def again(batch: Batch, corrected: Sequence[str], source: Source) -> list[Decisi
                 message(current, decision, source, decision.processed_at_ms, correction=True)
             )
     return decisions
-
-
-def _ranks_before(
-    candidates: Sequence[Match], record: ArticleRecord, earlier_id: str, current_id: str | None
-) -> bool:
-    """Whether `decide`, deciding `record` now, would reach `earlier_id` before the match it
-    has (none: it was decided unique)."""
-    for candidate in candidates:
-        if candidate.event_time_ms > record.event_time_ms:
-            continue
-        if candidate.article_id == current_id:
-            return False
-        if candidate.article_id == earlier_id:
-            return True
-    return False
 
 
 def _rewrite(

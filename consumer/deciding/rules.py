@@ -33,7 +33,7 @@ punctuation, spacing or leftover markup has another content hash but the same le
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -188,14 +188,13 @@ def decide(
         result = _search(batch, rules, item, wide=True)
     boilerplate = ArticleBoilerplate(batch, item.shingles, rules.boilerplate_min_articles)
     # An article is only ever a copy of one published no later than itself; the articles
-    # decided before it that it turns out to precede, and that it would take for copies of
-    # it, are collected: their decisions may have to change (consumer/deciding/corrections.py).
+    # near it decided before it that it turns out to precede are collected: their decisions
+    # may have to change (consumer/deciding/corrections.py).
     best = None
-    later_copies = []
+    later: dict[str, tuple[Match, bool]] = {}
     for match, by_bands in _walk_order(result, item.event_time_ms, rules, later=True):
         if match.event_time_ms > item.event_time_ms:
-            if _accepts(rules, batch, item, match, boilerplate, by_bands):
-                later_copies.append(match)
+            later[match.article_id] = (match, by_bands)
         elif best is None and _accepts(rules, batch, item, match, boilerplate, by_bands):
             best = match
     if best is not None:
@@ -204,7 +203,9 @@ def decide(
         matched_id, distance = best.article_id, best.distance
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
-    decision = StoredDecision(kind, cluster_id, matched_id, distance, result.late, now_ms)
+    decision = StoredDecision(
+        kind, cluster_id, matched_id, distance, result.late, now_ms, text_chars=item.text_chars
+    )
     record = ArticleRecord(
         article_id=item.id,
         simhash=item.simhash,
@@ -216,14 +217,19 @@ def decide(
         shingles=item.shingles,
     )
     batch.put(record)
-    if later_copies:
+    if later:
+
+        def verified_by_item(article_id: str) -> bool:
+            match, by_bands = later[article_id]
+            return _accepts(rules, batch, item, match, boilerplate, by_bands)
+
         # In the index first: the later articles' candidates are ranked with it among them.
         corrected = corrections.settle(
             batch,
             item,
             cluster_id,
-            later_copies,
-            partial(_candidates_of, batch, rules),
+            list(later),
+            partial(_takes_earlier, batch, rules, item, verified_by_item),
             partial(_copies_near, batch, rules),
             source,
             now_ms,
@@ -291,11 +297,41 @@ def _walk_order(
     return walk
 
 
-def _candidates_of(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:
-    """The candidates `decide` would walk for a stored article decided now, in event-time
-    order: only those published no later than it count."""
+def _takes_earlier(
+    batch: Batch,
+    rules: MatchRules,
+    earlier: Analyzed,
+    verified_by_earlier: Callable[[str], bool],
+    record: ArticleRecord,
+    was: StoredDecision,
+) -> Match | None:
+    """The stored article's candidate `earlier` if, decided again now in event-time order, it
+    would take it as its match: `earlier` comes before its current match among its candidates
+    (only those published no later than it count) and passes verification, the stored article
+    being the one decided, as `check` decides it (the length rules are not symmetric)."""
     result = _search(batch, rules, record, wide=True)
-    return [m for m, _ in _walk_order(result, record.event_time_ms, rules, later=False)]
+    for match, by_bands in _walk_order(result, record.event_time_ms, rules, later=False):
+        if match.article_id == was.matched_id:
+            return None
+        if match.article_id != earlier.id:
+            continue
+        if was.text_chars is None:
+            # Stored before text lengths were kept: judged from the earlier article's side.
+            return match if verified_by_earlier(record.article_id) else None
+        shingles = batch.shingles(record.article_id) or b""
+        again = Analyzed(
+            record.article_id,
+            record.event_time_ms,
+            record.simhash,
+            record.content_hash,
+            record.sketch,
+            bands=record.bands,
+            shingles=shingles,
+            text_chars=was.text_chars,
+        )
+        boilerplate = ArticleBoilerplate(batch, shingles, rules.boilerplate_min_articles)
+        return match if _accepts(rules, batch, again, match, boilerplate, by_bands) else None
+    return None
 
 
 def _copies_near(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:

@@ -7,12 +7,13 @@ builds and reads it. Layout:
     >B  version (1)
     >B  flags: bits 0-1 decision kind (unique, duplicate, near_duplicate), bit 2 late,
         bit 3 matched id present, bit 4 the article is its own cluster (no cluster id stored),
-        bit 5 processed_at unknown
+        bit 5 processed_at unknown, bit 6 text length present
     >b  distance (-1: none)
     >q  processed_at ms: when the decision was first made, so a re-emitted one is identical
     >H  cluster id length   >H  matched id length
-    cluster id, matched id (UTF-8), then the ids of the articles this one corrected
-    (consumer/deciding/rules.py), each a >H length and UTF-8
+    cluster id, matched id (UTF-8), then (bit 6) >I the article's text length, then the ids
+    of the articles this one corrected (consumer/deciding/corrections.py), each a >H length
+    and UTF-8
 
 Most articles are their own cluster: the flag spares storing the id twice, and tells a
 search whether a match is an original without decoding the rest. A new version byte lets
@@ -38,6 +39,8 @@ _LATE = 1 << 2
 _MATCHED = 1 << 3
 _OWN_CLUSTER = 1 << 4
 _NO_TIME = 1 << 5
+_TEXT_CHARS = 1 << 6
+_TEXT_LENGTH = struct.Struct(">I")
 _FLAGS_AT = 1
 # What an index of format 3 kept in its records' payload: processed_at, then corrected ids.
 _LEGACY_TIME = struct.Struct(">q")
@@ -60,6 +63,10 @@ class StoredDecision:
     """None only for a record converted from an older index whose payload had no time."""
     corrected: tuple[str, ...] = ()
     """Articles this one's arrival decided again (their corrections are republished with it)."""
+    text_chars: int | None = None
+    """The article's text length, which some rules judge it by: kept so that it can be decided
+    again later, as it was (consumer/deciding/corrections.py). None in records written before
+    it was kept."""
 
 
 def encode(article_id: str, decision: StoredDecision) -> bytes:
@@ -72,6 +79,7 @@ def encode(article_id: str, decision: StoredDecision) -> bytes:
         | (_MATCHED if decision.matched_id is not None else 0)
         | (_OWN_CLUSTER if own else 0)
         | (_NO_TIME if decision.processed_at_ms is None else 0)
+        | (_TEXT_CHARS if decision.text_chars is not None else 0)
     )
     parts = [
         _HEAD.pack(
@@ -85,6 +93,8 @@ def encode(article_id: str, decision: StoredDecision) -> bytes:
         cluster,
         matched,
     ]
+    if decision.text_chars is not None:
+        parts.append(_TEXT_LENGTH.pack(min(decision.text_chars, 2**32 - 1)))
     for corrected_id in decision.corrected:
         raw = corrected_id.encode("utf-8")
         parts += [_ID_LENGTH.pack(len(raw)), raw]
@@ -103,6 +113,10 @@ def decode(article_id: str, payload: bytes) -> StoredDecision:
     at += n_cluster
     matched_id = payload[at : at + n_matched].decode() if flags & _MATCHED else None
     at += n_matched
+    text_chars = None
+    if flags & _TEXT_CHARS:
+        (text_chars,) = _TEXT_LENGTH.unpack_from(payload, at)
+        at += _TEXT_LENGTH.size
     corrected = []
     while at + _ID_LENGTH.size <= len(payload):
         (n,) = _ID_LENGTH.unpack_from(payload, at)
@@ -117,6 +131,7 @@ def decode(article_id: str, payload: bytes) -> StoredDecision:
         late=bool(flags & _LATE),
         processed_at_ms=None if flags & _NO_TIME else processed_at,
         corrected=tuple(corrected),
+        text_chars=text_chars,
     )
 
 

@@ -107,7 +107,7 @@ def _decided_by_the_decide_role(
 
 
 @settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(deliveries(), st.booleans())
 def test_the_latest_record_of_every_article_is_checks_answer_on_the_sorted_feed(

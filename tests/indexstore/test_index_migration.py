@@ -92,6 +92,19 @@ def as_migrated(records: dict[str, ArticleRecord | None]) -> dict[str, ArticleRe
     return {i: r and dataclasses.replace(r, bands=b"") for i, r in records.items()}
 
 
+def as_migrated_from_format_3(
+    records: dict[str, ArticleRecord | None],
+) -> dict[str, ArticleRecord | None]:
+    """Format 3 also held the decision in fixed fields, without the text length."""
+    return {i: r and _without_text_length(r) for i, r in as_migrated(records).items()}
+
+
+def _without_text_length(record: ArticleRecord) -> ArticleRecord:
+    decision = stored.decode(record.article_id, record.payload)
+    payload = stored.encode(record.article_id, dataclasses.replace(decision, text_chars=None))
+    return dataclasses.replace(record, payload=payload)
+
+
 def ids_of(decisions: list[str]) -> list[str]:
     return list(dict.fromkeys(json.loads(line)["id"] for line in decisions))
 
@@ -119,7 +132,7 @@ def test_a_migrated_index_gives_the_same_decisions(
     root, expected = written
     state = copy_state(written, tmp_path)
     ids = ids_of(expected)
-    before = as_migrated(records(state, ids))
+    before = as_migrated_from_format_3(records(state, ids))
     assert downgrade_index(state) == sum(r is not None for r in before.values()) > 0
     assert format_of(state) == 3
     # Read-only, as a tool sees an index an older version still writes: converted on read.
@@ -216,7 +229,7 @@ def test_a_migration_killed_midway_continues_at_the_next_open(
 ) -> None:
     state = copy_state(written, tmp_path)
     ids = [a for a, r in records(state, ids_of(written[1])).items() if r is not None]
-    before = as_migrated(records(state, ids))
+    before = as_migrated_from_format_3(records(state, ids))
     downgrade_index(state)
     # The process dies (no close, no cleanup) after three chunks are written.
     script = textwrap.dedent(
@@ -254,7 +267,7 @@ def test_a_failing_conversion_stops_the_migration_and_loses_nothing(
 ) -> None:
     state = copy_state(written, tmp_path)
     ids = [a for a, r in records(state, ids_of(written[1])).items() if r is not None]
-    before = as_migrated(records(state, ids))
+    before = as_migrated_from_format_3(records(state, ids))
     downgrade_index(state)
     monkeypatch.setattr(index_migration, "CHUNK_RECORDS", 64)
     converted = 0

@@ -42,8 +42,11 @@ def _words(rng: random.Random, n: int) -> list[str]:
 
 
 def _edited(words: list[str], rng: random.Random) -> list[str]:
-    """A careless copy-edit: a few words replaced, sometimes a closing sentence added."""
+    """A careless copy-edit: a few words replaced, sometimes a closing sentence added or the
+    end cut off."""
     out = list(words)
+    if rng.random() < 0.3:
+        out = out[: max(8, len(out) * rng.randint(70, 95) // 100)]
     for _ in range(rng.randint(1, 3)):
         out[rng.randrange(len(out))] = _words(rng, 1)[0]
     if rng.random() < 0.5:
@@ -55,7 +58,9 @@ def chain_articles(chain: int, copies: Sequence[Copy], seed: int) -> list[dict]:
     """The chain's articles as feed messages, the original first. Every article has a time of
     its own (distinct seconds), so the order `check` decides them in is the time order."""
     rng = random.Random(seed * 1000 + chain)
-    texts = [_words(rng, rng.randint(70, 110))]
+    # From a sentence or two (judged more strictly when short, consumer/deciding/rules.py)
+    # to a full article.
+    texts = [_words(rng, rng.choice([rng.randint(15, 40), rng.randint(70, 110)]))]
     times = [T0 + chain * 7 * MINUTE_MS + chain * 1000]
     for n, copy in enumerate(copies, 1):
         parent = min(copy.parent, n - 1)
