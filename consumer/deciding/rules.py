@@ -152,6 +152,17 @@ def _accepts(
     return similarity >= need
 
 
+def _may_be_copies(rules: MatchRules, sketch: bytes, match: Match) -> bool:
+    """False only for a pair that `_accepts` rejects whichever of the two is decided: its
+    sketches' estimate lies below the least Jaccard any rule asks, by more than the margin.
+    Cheap, so an article that arrives after unrelated neighbours published later (disorder
+    in a topical feed) does not decide each of them again."""
+    if match.exact or rules.min_jaccard <= 0 or same_letters(sketch, match.sketch):
+        return True
+    similarity = estimate(sketch, match.sketch)
+    return similarity is None or similarity >= rules.min_jaccard - rules.verify_margin
+
+
 def _searches_bands(rules: MatchRules) -> bool:
     return rules.band_candidates > 0 and rules.min_jaccard > 0
 
@@ -194,7 +205,8 @@ def decide(
     later: dict[str, tuple[Match, bool]] = {}
     for match, by_bands in _walk_order(result, item.event_time_ms, rules, later=True):
         if match.event_time_ms > item.event_time_ms:
-            later[match.article_id] = (match, by_bands)
+            if _may_be_copies(rules, item.sketch, match):
+                later[match.article_id] = (match, by_bands)
         elif best is None and _accepts(rules, batch, item, match, boilerplate, by_bands):
             best = match
     if best is not None:
