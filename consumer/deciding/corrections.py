@@ -9,17 +9,18 @@ what `check` answers on the feed sorted by event time.
 
 Only two things about a decided article can change when an earlier one arrives:
 
-- Its match. A later article L takes E as its match when E is among its candidates, passes
-  verification and ranks before L's current match in the order `decide` walks candidates
-  (closest, then exact, then earliest); an article decided unique takes E whenever E passes.
-  Nothing else about L's candidates changed: only E is new.
+- Its match. A later article L takes E as its match when E is among its candidates, ranks
+  before L's current match in the order `decide` walks candidates (closest, then exact, then
+  earliest) and passes verification with L as the article decided, as `check` decides L; an
+  article decided unique takes E whenever E passes. Nothing else about L's candidates
+  changed: only E is new.
 - Its cluster, which is its match's cluster. A change of cluster travels down every article
   that names a changed one as its match — copies of copies, at any depth. Those copies lie
   near the article they matched, so a search around it finds them.
 
-Each changed article's record names nothing new; the arriving article's record names every
-article its arrival changed (`StoredDecision.corrected`), so a re-delivery of it after a crash
-publishes those decisions again, as they stand.
+The arriving article's record names every article its arrival changed
+(`StoredDecision.corrected`), so a re-delivery of it after a crash publishes those decisions
+again, as they stand.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def settle(
         )
         changed[record.article_id] = _rewrite(batch, record, now, source)
     # Down the chains: every copy of a changed article joins that article's cluster. Matches
-    # point back in time, so the walk ends. (Nothing can have matched `earlier` itself yet:
-    # it is being decided.)
+    # point back in time, so the walk ends. It starts below `earlier`: copies of an article
+    # not yet decided can only be of an earlier version of it, which an update leaves alone.
     pending = list(changed)
     while pending:
         parent = batch.lookup(pending.pop())
