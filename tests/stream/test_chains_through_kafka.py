@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 import pytest
 from chains import check_answer, differences, latest_per_key, random_chains
@@ -37,18 +38,27 @@ def _produce(bootstrap: str, topic: str, articles: list[dict], rng: random.Rando
 
 
 def _decided_in_two_rounds(
-    bootstrap: str, topics: Topics, feed: list[dict], start, seed: int
+    bootstrap: str, topics: Topics, feed: list[dict], start, seed: int, kill: bool = False
 ) -> dict[str, dict]:
     """Half of the feed, in a random order, before the service starts; the rest, in a random
-    order too, once it has decided the first half. The latest record per key."""
+    order too, once it has decided the first half, in three parts a moment apart. With `kill`,
+    the service is SIGKILLed after the second part and started again on the same state (the
+    last batch may have reached the index and not the topic: it is delivered again). The
+    latest record per key."""
     rng = random.Random(seed)
     arrival = rng.sample(feed, len(feed))
     first, second = arrival[: len(feed) // 2], arrival[len(feed) // 2 :]
     _produce(bootstrap, topics.input, first, rng)
-    instances = start()
+    instances = start("")
     try:
         read_all(bootstrap, topics.output, expected=len(first), timeout=120, service=instances[-1])
-        _produce(bootstrap, topics.input, second, rng)
+        third = len(second) // 3
+        for n, part in enumerate((second[:third], second[third : 2 * third], second[2 * third :])):
+            _produce(bootstrap, topics.input, part, rng)
+            time.sleep(0.2)
+            if kill and n == 1:
+                instances[-1].kill()
+                instances[-1:] = start("-restarted")
         records = read_all(
             bootstrap, topics.output, expected=len(feed), timeout=120, service=instances[-1]
         )
@@ -71,25 +81,29 @@ def _topics(new_topic) -> Topics:
 OPTIONS = {"kafka_batch_max_messages": "7", "kafka_client_session_timeout_ms": "6000"}
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_role_all_settles_every_chain_as_check_does(kafka_bootstrap, new_topic, tmp_path, seed):
+@pytest.mark.parametrize(
+    ("seed", "delivery", "kill"),
+    [(1, "exactly_once", False), (2, "at_least_once", False), (4, "exactly_once", True)],
+)
+def test_role_all_settles_every_chain_as_check_does(
+    kafka_bootstrap, new_topic, tmp_path, seed, delivery, kill
+):
     feed = random_chains(random.Random(seed), CHAINS, seed)
     topics = _topics(new_topic)
-    delivery = "exactly_once" if seed % 2 else "at_least_once"
 
-    def start() -> list[ServiceProcess]:
+    def start(suffix: str) -> list[ServiceProcess]:
         service = ServiceProcess(
             kafka_bootstrap,
             topics,
             tmp_path / "state",
-            tmp_path / "svc.log",
+            tmp_path / f"svc{suffix}.log",
             group_id=f"chains-{seed}",
             delivery=delivery,
             **OPTIONS,
         )
         return [service.start()]
 
-    latest = _decided_in_two_rounds(kafka_bootstrap, topics, feed, start, seed)
+    latest = _decided_in_two_rounds(kafka_bootstrap, topics, feed, start, seed, kill)
     corrected = sum(1 for d in latest.values() if d.get("correction"))
     wrong = differences(latest, check_answer(feed))
     assert not wrong, f"{len(wrong)} of {len(feed)}:\n" + "\n".join(wrong)
@@ -105,14 +119,14 @@ def test_scaleout_roles_settle_every_chain_as_check_does(kafka_bootstrap, new_to
     topics = _topics(new_topic)
     common = dict(group_id="chains-scaleout", **scaleout_options(**OPTIONS))
 
-    def start() -> list[ServiceProcess]:
+    def start(suffix: str) -> list[ServiceProcess]:
         return [
             RoleProcess(
                 role,
                 kafka_bootstrap,
                 topics,
                 tmp_path / role,
-                tmp_path / f"{role}.log",
+                tmp_path / f"{role}{suffix}.log",
                 scaleout_instance_id=f"{role}-0",
                 **common,
             ).start()
