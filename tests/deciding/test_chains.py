@@ -144,3 +144,16 @@ def test_a_redelivered_original_publishes_the_corrections_down_the_chain_again(
     decided = _decided_by_the_decide_role if decide_role else _decided
     got = latest_per_key(decided(analyzer, tmp_path / "index", [[c1, c2], [o]], lost=1))
     assert not differences(got, check_answer([o, c1, c2]))
+
+
+def test_the_later_article_is_the_one_judged_as_check_judges_it(analyzer, tmp_path):
+    """A sentence or two (under `[match] sentence_chars`) needs more shingles in common than a
+    longer text: an edited copy longer than that, decided before its shorter original arrived,
+    is judged by its own length, as `check` judges it on the sorted feed."""
+    # Seed 16: the original is 148 characters, its edited copy 204.
+    original, copy = chain_articles(0, [Copy(0, True, 30)], seed=16)
+    assert len(original["content"]) < 200 <= len(copy["content"])
+    want = check_answer([original, copy])
+    assert want[copy["id"]]["matched_id"] == original["id"]
+    got = latest_per_key(_decided(analyzer, tmp_path / "index", [[copy], [original]]))
+    assert not differences(got, want), "\n".join(differences(got, want))
