@@ -11,9 +11,11 @@ builds and reads it. Layout:
     >b  distance (-1: none)
     >q  processed_at ms: when the decision was first made, so a re-emitted one is identical
     >H  cluster id length   >H  matched id length
-    cluster id, matched id (UTF-8), then (bit 6) >I the article's text length, then the ids
-    of the articles this one corrected (consumer/deciding/corrections.py), each a >H length
-    and UTF-8
+    cluster id, matched id (UTF-8), then the ids of the articles this one corrected
+    (consumer/deciding/corrections.py), each a >H length and UTF-8; with bit 6, the first of
+    those entries is the article's text length instead, as `TEXT_CHARS_ENTRY` and decimal
+    digits: an earlier release, which knows no bit 6, reads it as one more corrected id, finds
+    no such article and skips it, so going back to it after this one wrote records is safe
 
 Most articles are their own cluster: the flag spares storing the id twice, and tells a
 search whether a match is an original without decoding the rest. A new version byte lets
@@ -40,7 +42,8 @@ _MATCHED = 1 << 3
 _OWN_CLUSTER = 1 << 4
 _NO_TIME = 1 << 5
 _TEXT_CHARS = 1 << 6
-_TEXT_LENGTH = struct.Struct(">I")
+# No article id starts with a NUL character.
+TEXT_CHARS_ENTRY = "\0text_chars="
 _FLAGS_AT = 1
 # What an index of format 3 kept in its records' payload: processed_at, then corrected ids.
 _LEGACY_TIME = struct.Struct(">q")
@@ -93,10 +96,11 @@ def encode(article_id: str, decision: StoredDecision) -> bytes:
         cluster,
         matched,
     ]
+    entries = list(decision.corrected)
     if decision.text_chars is not None:
-        parts.append(_TEXT_LENGTH.pack(min(decision.text_chars, 2**32 - 1)))
-    for corrected_id in decision.corrected:
-        raw = corrected_id.encode("utf-8")
+        entries.insert(0, f"{TEXT_CHARS_ENTRY}{decision.text_chars}")
+    for entry in entries:
+        raw = entry.encode("utf-8")
         parts += [_ID_LENGTH.pack(len(raw)), raw]
     return b"".join(parts)
 
@@ -113,16 +117,15 @@ def decode(article_id: str, payload: bytes) -> StoredDecision:
     at += n_cluster
     matched_id = payload[at : at + n_matched].decode() if flags & _MATCHED else None
     at += n_matched
-    text_chars = None
-    if flags & _TEXT_CHARS:
-        (text_chars,) = _TEXT_LENGTH.unpack_from(payload, at)
-        at += _TEXT_LENGTH.size
     corrected = []
     while at + _ID_LENGTH.size <= len(payload):
         (n,) = _ID_LENGTH.unpack_from(payload, at)
         at += _ID_LENGTH.size
         corrected.append(payload[at : at + n].decode())
         at += n
+    text_chars = None
+    if flags & _TEXT_CHARS and corrected and corrected[0].startswith(TEXT_CHARS_ENTRY):
+        text_chars = int(corrected.pop(0)[len(TEXT_CHARS_ENTRY) :])
     return StoredDecision(
         kind=_KINDS[flags & _KIND_MASK],
         cluster_id=cluster_id,

@@ -25,5 +25,5 @@ def stored_decisions(
         st.booleans(),
         processed_at,
         st.lists(texts, max_size=max_corrections).map(tuple),
-        st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+        st.one_of(st.none(), st.integers(0, 2**40)),
     )
