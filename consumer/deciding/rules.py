@@ -33,22 +33,26 @@ punctuation, spacing or leftover markup has another content hash but the same le
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from consumer.config import MatchConfig
-from consumer.deciding import stored
+from consumer.deciding import corrections, stored
 from consumer.deciding.article import Analyzed
 from consumer.deciding.boilerplate import ArticleBoilerplate
 from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.stored import StoredDecision
 from consumer.fingerprint.shingles import bottom_jaccard
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
-from indexstore import ArticleRecord, Batch, Match
+from indexstore import ArticleRecord, Batch, Match, SearchResult
 
 # Candidates verified per article, best first: past the first few, a verified one is rare and
 # each costs an estimate.
 MAX_CANDIDATES = 32
+# Articles read around a stored one when decisions are made again: a story's copies lie near
+# it, and a story copied more often than this within one window is beyond any feed measured.
+NEIGHBOURHOOD = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,17 @@ def _accepts(
     return similarity >= need
 
 
+def _may_be_copies(rules: MatchRules, sketch: bytes, match: Match) -> bool:
+    """False only for a pair that `_accepts` rejects whichever of the two is decided: its
+    sketches' estimate lies below the least Jaccard any rule asks, by more than the margin.
+    Cheap, so an article that arrives after unrelated neighbours published later (disorder
+    in a topical feed) does not decide each of them again."""
+    if match.exact or rules.min_jaccard <= 0 or same_letters(sketch, match.sketch):
+        return True
+    similarity = estimate(sketch, match.sketch)
+    return similarity is None or similarity >= rules.min_jaccard - rules.verify_margin
+
+
 def _searches_bands(rules: MatchRules) -> bool:
     return rules.band_candidates > 0 and rules.min_jaccard > 0
 
@@ -170,56 +185,38 @@ def decide(
     rules: MatchRules = DEFAULT_RULES,
 ) -> tuple[Decision, list[Decision]]:
     """The article's decision, and the corrections it makes to articles published after it
-    that were decided before it arrived (see `_corrections`)."""
+    that were decided before it arrived (consumer/deciding/corrections.py)."""
     prior = batch.lookup(item.id)
     if prior is not None and prior.content_hash == item.content_hash:
         kept = stored.decode(prior.article_id, prior.payload)
         first = now_ms if kept.processed_at_ms is None else kept.processed_at_ms
-        again = _decision(prior, kept, source, first)
-        return again, _corrections_again(batch, prior.article_id, kept, source)
-    bands = _searches_bands(rules)
-    result = batch.search(
-        item.simhash,
-        item.content_hash,
-        item.event_time_ms,
-        exclude_id=item.id,
-        limit=MAX_CANDIDATES,
-        bands=item.bands if bands else b"",
-        min_shared_bands=rules.band_min_shared,
-        band_limit=rules.band_candidates,
-    )
+        again = corrections.message(prior, kept, source, first)
+        return again, corrections.again(batch, kept.corrected, source)
+    result = _search(batch, rules, item, wide=False)
+    if _crowded(result, item.event_time_ms, rules):
+        # Articles published after it, indexed before it arrived, took places among its
+        # candidates: it is decided against as many earlier ones as in event-time order.
+        result = _search(batch, rules, item, wide=True)
     boilerplate = ArticleBoilerplate(batch, item.shingles, rules.boilerplate_min_articles)
-    # An article is only ever a copy of one published no later than itself; originals
-    # decided before it that it turns out to precede are collected for correction.
+    # An article is only ever a copy of one published no later than itself; the articles
+    # near it decided before it that it turns out to precede are collected: their decisions
+    # may have to change (consumer/deciding/corrections.py).
     best = None
-    later_originals = []
-    candidates = [(m, False) for m in result.matches] + [(m, True) for m in result.band_matches]
-    for match, by_bands in candidates:
+    later: dict[str, tuple[Match, bool]] = {}
+    for match, by_bands in _walk_order(result, item.event_time_ms, rules, later=True):
         if match.event_time_ms > item.event_time_ms:
-            if stored.is_own_cluster(match.payload) and _accepts(
-                rules, batch, item, match, boilerplate, by_bands
-            ):
-                later_originals.append(match)
-        elif _accepts(rules, batch, item, match, boilerplate, by_bands):
+            if _may_be_copies(rules, item.sketch, match):
+                later[match.article_id] = (match, by_bands)
+        elif best is None and _accepts(rules, batch, item, match, boilerplate, by_bands):
             best = match
-            break
     if best is not None:
         kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
         cluster_id = stored.cluster_of(best.article_id, best.payload)
         matched_id, distance = best.article_id, best.distance
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
-    corrections = _corrections(batch, item, cluster_id, later_originals, source, now_ms)
-    # The corrections are named in the record, so a re-delivery (its first outputs lost)
-    # publishes them again.
     decision = StoredDecision(
-        kind,
-        cluster_id,
-        matched_id,
-        distance,
-        result.late,
-        now_ms,
-        corrected=tuple(c.id for c in corrections),
+        kind, cluster_id, matched_id, distance, result.late, now_ms, text_chars=item.text_chars
     )
     record = ArticleRecord(
         article_id=item.id,
@@ -232,84 +229,125 @@ def decide(
         shingles=item.shingles,
     )
     batch.put(record)
-    return _decision(record, decision, source, now_ms), corrections
+    if later:
 
+        def verified_by_item(article_id: str) -> bool:
+            match, by_bands = later[article_id]
+            return _accepts(rules, batch, item, match, boilerplate, by_bands)
 
-def _corrections_again(
-    batch: Batch, article_id: str, kept: StoredDecision, source: Source
-) -> list[Decision]:
-    """The corrections `article_id` made, as they stand, for a re-delivery of it: the first
-    ones may never have been published (a crash, an aborted transaction)."""
-    again = []
-    for corrected_id in kept.corrected:
-        current = batch.lookup(corrected_id)
-        if current is None:
-            continue
-        decision = stored.decode(corrected_id, current.payload)
-        if decision.matched_id == article_id and decision.processed_at_ms is not None:
-            again.append(
-                _decision(current, decision, source, decision.processed_at_ms, correction=True)
-            )
-    return again
-
-
-def _corrections(
-    batch: Batch,
-    earlier: Analyzed,
-    earlier_cluster_id: str,
-    later_originals: list[Match],
-    source: Source,
-    now_ms: int,
-) -> list[Decision]:
-    """An article arrived after a copy of it that was published later (beyond what the
-    event-time order could wait for) and was decided as an original. That copy is decided
-    again, as a copy of the earlier article in its cluster, and published once more under its
-    own key: a reader that keeps the latest decision per id ends with the event-time answer.
-    Copies already decided against it keep their decisions (they still name it as matched)."""
-    corrected = []
-    for match in later_originals:
-        record = batch.lookup(match.article_id)
-        if record is None:
-            continue
-        was = stored.decode(record.article_id, record.payload)
-        if was.cluster_id != record.article_id:
-            continue
-        exact = record.content_hash == earlier.content_hash
-        decision = StoredDecision(
-            kind=DecisionKind.DUPLICATE if exact else DecisionKind.NEAR_DUPLICATE,
-            cluster_id=earlier_cluster_id,
-            matched_id=earlier.id,
-            distance=match.distance,
-            late=was.late,
-            processed_at_ms=now_ms,
+        # In the index first: the later articles' candidates are ranked with it among them.
+        corrected = corrections.settle(
+            batch,
+            item,
+            cluster_id,
+            list(later),
+            partial(_takes_earlier, batch, rules, item, verified_by_item),
+            partial(_copies_near, batch, rules),
+            source,
+            now_ms,
         )
-        # A record read back comes without its shingle hashes (kept apart, read on demand):
-        # put again without them, it would lose them.
-        shingles = batch.shingles(record.article_id) or b""
-        payload = stored.encode(record.article_id, decision)
-        batch.put(dataclasses.replace(record, payload=payload, shingles=shingles))
-        corrected.append(_decision(record, decision, source, now_ms, correction=True))
-    return corrected
+        if corrected:
+            # Named in the record, so a re-delivery (its first outputs lost) publishes them
+            # again.
+            decision = dataclasses.replace(decision, corrected=tuple(c.id for c in corrected))
+            record = dataclasses.replace(record, payload=stored.encode(item.id, decision))
+            batch.put(record)
+    else:
+        corrected = []
+    return corrections.message(record, decision, source, now_ms), corrected
 
 
-def _decision(
-    record: ArticleRecord,
-    decision: StoredDecision,
-    source: Source,
-    processed_at_ms: int,
-    correction: bool = False,
-) -> Decision:
-    return Decision(
-        id=record.article_id,
-        decision=decision.kind,
-        cluster_id=decision.cluster_id,
-        matched_id=decision.matched_id,
-        distance=decision.distance,
-        simhash=record.simhash,
-        content_hash=record.content_hash,
-        event_time_ms=record.event_time_ms,
-        late=decision.late,
-        source=source,
-        processed_at_ms=processed_at_ms,
-        correction=correction,
+def _search(
+    batch: Batch, rules: MatchRules, article: Analyzed | ArticleRecord, wide: bool
+) -> SearchResult:
+    """The article's candidates, best first: as many of each channel as `decide` looks at, or
+    with `wide` up to `NEIGHBOURHOOD` (articles published after it may take places)."""
+    article_id = article.id if isinstance(article, Analyzed) else article.article_id
+    return batch.search(
+        article.simhash,
+        article.content_hash,
+        article.event_time_ms,
+        exclude_id=article_id,
+        limit=NEIGHBOURHOOD if wide else MAX_CANDIDATES,
+        bands=article.bands if _searches_bands(rules) else b"",
+        min_shared_bands=rules.band_min_shared,
+        band_limit=NEIGHBOURHOOD if wide else rules.band_candidates,
     )
+
+
+def _crowded(result: SearchResult, event_time_ms: int, rules: MatchRules) -> bool:
+    """Whether a channel came back full with articles published after `event_time_ms` among
+    them: earlier ones past them may have been left out."""
+    return any(
+        len(found) >= limit and any(m.event_time_ms > event_time_ms for m in found)
+        for found, limit in (
+            (result.matches, MAX_CANDIDATES),
+            (result.band_matches, rules.band_candidates),
+        )
+    )
+
+
+def _walk_order(
+    result: SearchResult, event_time_ms: int, rules: MatchRules, later: bool
+) -> list[tuple[Match, bool]]:
+    """The candidates `decide` verifies, best first, each with whether it was found by bands
+    alone: of those published no later than `event_time_ms`, as many of each channel as it
+    looks at (those published after it take no places), and, with `later`, all of those."""
+    walk = []
+    for found, limit, by_bands in (
+        (result.matches, MAX_CANDIDATES, False),
+        (result.band_matches, rules.band_candidates, True),
+    ):
+        earlier = 0
+        for match in found:
+            if match.event_time_ms > event_time_ms:
+                if later:
+                    walk.append((match, by_bands))
+            elif earlier < limit:
+                earlier += 1
+                walk.append((match, by_bands))
+    return walk
+
+
+def _takes_earlier(
+    batch: Batch,
+    rules: MatchRules,
+    earlier: Analyzed,
+    verified_by_earlier: Callable[[str], bool],
+    record: ArticleRecord,
+    was: StoredDecision,
+) -> Match | None:
+    """The stored article's candidate `earlier` if, decided again now in event-time order, it
+    would take it as its match: `earlier` comes before its current match among its candidates
+    (only those published no later than it count) and passes verification, the stored article
+    being the one decided, as `check` decides it (the length rules are not symmetric)."""
+    result = _search(batch, rules, record, wide=True)
+    for match, by_bands in _walk_order(result, record.event_time_ms, rules, later=False):
+        if match.article_id == was.matched_id:
+            return None
+        if match.article_id != earlier.id:
+            continue
+        if was.text_chars is None:
+            # Stored before text lengths were kept: judged from the earlier article's side.
+            return match if verified_by_earlier(record.article_id) else None
+        shingles = batch.shingles(record.article_id) or b""
+        again = Analyzed(
+            record.article_id,
+            record.event_time_ms,
+            record.simhash,
+            record.content_hash,
+            record.sketch,
+            bands=record.bands,
+            shingles=shingles,
+            text_chars=was.text_chars,
+        )
+        boilerplate = ArticleBoilerplate(batch, shingles, rules.boilerplate_min_articles)
+        return match if _accepts(rules, batch, again, match, boilerplate, by_bands) else None
+    return None
+
+
+def _copies_near(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:
+    """The articles that can have taken a stored one as their match: a match is found by
+    SimHash distance or by shared band keys, both symmetric, so they are near it."""
+    result = _search(batch, rules, record, wide=True)
+    return [*result.matches, *result.band_matches]

@@ -7,12 +7,15 @@ builds and reads it. Layout:
     >B  version (1)
     >B  flags: bits 0-1 decision kind (unique, duplicate, near_duplicate), bit 2 late,
         bit 3 matched id present, bit 4 the article is its own cluster (no cluster id stored),
-        bit 5 processed_at unknown
+        bit 5 processed_at unknown, bit 6 text length present
     >b  distance (-1: none)
     >q  processed_at ms: when the decision was first made, so a re-emitted one is identical
     >H  cluster id length   >H  matched id length
     cluster id, matched id (UTF-8), then the ids of the articles this one corrected
-    (consumer/deciding/rules.py), each a >H length and UTF-8
+    (consumer/deciding/corrections.py), each a >H length and UTF-8; with bit 6, the first of
+    those entries is the article's text length instead, as `TEXT_CHARS_ENTRY` and decimal
+    digits: an earlier release, which knows no bit 6, reads it as one more corrected id, finds
+    no such article and skips it, so going back to it after this one wrote records is safe
 
 Most articles are their own cluster: the flag spares storing the id twice, and tells a
 search whether a match is an original without decoding the rest. A new version byte lets
@@ -37,6 +40,9 @@ _LATE = 1 << 2
 _MATCHED = 1 << 3
 _OWN_CLUSTER = 1 << 4
 _NO_TIME = 1 << 5
+_TEXT_CHARS = 1 << 6
+# No article id starts with a NUL character.
+TEXT_CHARS_ENTRY = "\0text_chars="
 _FLAGS_AT = 1
 
 
@@ -57,6 +63,10 @@ class StoredDecision:
     """None when unknown: the service always records it."""
     corrected: tuple[str, ...] = ()
     """Articles this one's arrival decided again (their corrections are republished with it)."""
+    text_chars: int | None = None
+    """The article's text length, which some rules judge it by: kept so that it can be decided
+    again later, as it was (consumer/deciding/corrections.py). None in records written before
+    it was kept."""
 
 
 def encode(article_id: str, decision: StoredDecision) -> bytes:
@@ -69,6 +79,7 @@ def encode(article_id: str, decision: StoredDecision) -> bytes:
         | (_MATCHED if decision.matched_id is not None else 0)
         | (_OWN_CLUSTER if own else 0)
         | (_NO_TIME if decision.processed_at_ms is None else 0)
+        | (_TEXT_CHARS if decision.text_chars is not None else 0)
     )
     parts = [
         _HEAD.pack(
@@ -82,8 +93,11 @@ def encode(article_id: str, decision: StoredDecision) -> bytes:
         cluster,
         matched,
     ]
-    for corrected_id in decision.corrected:
-        raw = corrected_id.encode("utf-8")
+    entries = list(decision.corrected)
+    if decision.text_chars is not None:
+        entries.insert(0, f"{TEXT_CHARS_ENTRY}{decision.text_chars}")
+    for entry in entries:
+        raw = entry.encode("utf-8")
         parts += [_ID_LENGTH.pack(len(raw)), raw]
     return b"".join(parts)
 
@@ -106,6 +120,9 @@ def decode(article_id: str, payload: bytes) -> StoredDecision:
         at += _ID_LENGTH.size
         corrected.append(payload[at : at + n].decode())
         at += n
+    text_chars = None
+    if flags & _TEXT_CHARS and corrected and corrected[0].startswith(TEXT_CHARS_ENTRY):
+        text_chars = int(corrected.pop(0)[len(TEXT_CHARS_ENTRY) :])
     return StoredDecision(
         kind=_KINDS[flags & _KIND_MASK],
         cluster_id=cluster_id,
@@ -114,6 +131,7 @@ def decode(article_id: str, payload: bytes) -> StoredDecision:
         late=bool(flags & _LATE),
         processed_at_ms=None if flags & _NO_TIME else processed_at,
         corrected=tuple(corrected),
+        text_chars=text_chars,
     )
 
 

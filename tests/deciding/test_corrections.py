@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from consumer.config import IndexConfig
 from consumer.deciding import stored
 from consumer.deciding.article import Analyzed
@@ -48,3 +50,21 @@ def test_a_copy_arriving_in_order_corrects_nothing(tmp_path):
             copy, corrections = decide(batch, _article("copy", 10), Source("feed", 1, 0), T0)
         assert copy.decision is DecisionKind.DUPLICATE and copy.matched_id == "orig"
         assert corrections == []
+
+
+def test_copies_published_later_take_no_places_among_an_articles_candidates(tmp_path):
+    """More later copies than the candidates an article looks at, all closer than its own
+    original: it is still decided against the original, and they join its cluster."""
+    later = 40
+    with open_index(INDEX, str(tmp_path / "index")) as store:
+        with store.begin() as batch:
+            # Three bits from the article: farther than every later copy.
+            original = dataclasses.replace(_article("orig", 0), simhash=0x1234_5678_9ABC_DEF7)
+            decide(batch, original, Source("feed", 0, 0), T0)
+            for n in range(later):
+                decide(batch, _article(f"copy-{n}", 20 + n), Source("feed", 0, 1 + n), T0)
+        with store.begin() as batch:
+            article, corrections = decide(batch, _article("art", 10), Source("feed", 0, 99), T0)
+    assert (article.matched_id, article.cluster_id) == ("orig", "orig")
+    assert len(corrections) == later
+    assert {(c.matched_id, c.cluster_id) for c in corrections} == {("art", "orig")}

@@ -36,3 +36,17 @@ def test_a_payload_of_other_code_is_not_a_decision():
 
 def _fields(decision: StoredDecision) -> dict:
     return {name: getattr(decision, name) for name in StoredDecision.__slots__}
+
+
+@given(article_id=texts, decision=decisions)
+def test_a_release_that_keeps_no_text_length_skips_it_as_an_id_of_no_article(article_id, decision):
+    """Going back to the previous release after this one wrote records: it reads the ids after
+    the matched id as this one lays them out, and the text length as one id more, which no
+    article has."""
+    payload = stored.encode(article_id, decision)
+    previous = stored.decode(article_id, bytes([payload[0], payload[1] & ~(1 << 6)]) + payload[2:])
+    if decision.text_chars is None:
+        assert previous.corrected == decision.corrected
+    else:
+        first, *rest = previous.corrected
+        assert first == f"\0text_chars={decision.text_chars}" and tuple(rest) == decision.corrected

@@ -15,7 +15,7 @@ def stored_decisions(
     max_corrections: int,
 ) -> st.SearchStrategy[StoredDecision]:
     """Any stored decision: kind, cluster id, matched id, distance, late flag, processed_at
-    (from `processed_at`) and up to `max_corrections` corrected ids."""
+    (from `processed_at`), up to `max_corrections` corrected ids and a text length."""
     return st.builds(
         StoredDecision,
         st.sampled_from(list(DecisionKind)),
@@ -25,4 +25,5 @@ def stored_decisions(
         st.booleans(),
         processed_at,
         st.lists(texts, max_size=max_corrections).map(tuple),
+        st.one_of(st.none(), st.integers(0, 2**40)),
     )
