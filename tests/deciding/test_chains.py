@@ -17,7 +17,7 @@ from consumer.config import FingerprintConfig, IndexConfig, InputConfig
 from consumer.deciding.decision import Source
 from consumer.scaleout.decide import Decider
 from consumer.scaleout.domains import DomainStores
-from consumer.scaleout.wire import decode_change, encode_fingerprinted
+from consumer.scaleout.wire import decode_changes, encode_fingerprinted
 from consumer.stream.pipeline import Message, Pipeline
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer
@@ -99,7 +99,10 @@ def _decided_by_the_decide_role(
                 decided.index_batch.commit()
                 outputs = [d.to_dict() for d in (*decided.outcomes, *decided.corrections)]
                 # The changelog carries every record the batch changed, corrections included.
-                logged = {decode_change(c.key, c.value)[1].article_id for c in decided.changes}
+                changes = decode_changes(
+                    [c.key for c in decided.changes], [c.value for c in decided.changes]
+                )
+                logged = {i for _, columns in changes.values() for i in columns.article_id}
                 assert {d["id"] for d in outputs} <= logged
             published += outputs
             offset += len(batch)
