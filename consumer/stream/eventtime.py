@@ -58,9 +58,9 @@ class ReorderWindow:
     it): in a backfill read as fast as it is produced, such a batch would otherwise come
     after weeks of event time had been decided."""
     recent_ms: int | None = None
-    """Records dated within this of the wall clock wait for nothing at the partition's end:
-    the stream cannot have passed them by more than this, so they cannot go late (the
-    index's retention). None: none waits."""
+    """Records dated within this of the wall clock wait for nothing, at the partition's end
+    or behind it: the stream cannot have passed them by more than this, so they cannot go
+    late (the index's retention). None: the window applies to every record."""
     wall_clock_ms: Callable[[], int] = wall_clock_ms
 
 
@@ -399,18 +399,24 @@ class EventTimeOrder(Generic[Item]):
         if now is None:  # the caller can hold no more
             queue.flush()
             return
+        window = self.window
+        if (
+            window.recent_ms is not None
+            and queue.latest_dated is not None
+            and queue.latest_dated >= window.wall_clock_ms() - window.recent_ms
+        ):
+            # A live feed: nothing held could go late, so nothing waits, behind or not (a
+            # consumer a little behind a live feed would otherwise hold every article for a
+            # window's worth of records); corrections settle what comes out of order.
+            queue.flush()
+            return
         at_end = queue.caught_up or (
             not queue.behind and not queue.expecting and now - queue.pushed_at >= self.idle_s
         )
         if not at_end:
             return
-        window = self.window
-        if (
-            window.recent_ms is None
-            or queue.latest_dated is None
-            or queue.latest_dated >= window.wall_clock_ms() - window.recent_ms
-        ):
-            queue.flush()  # a live feed: nothing it waits for could go late
+        if window.recent_ms is None or queue.latest_dated is None:
+            queue.flush()
         else:
             queue.release_aged(now - window.hold_ms / 1000)
 

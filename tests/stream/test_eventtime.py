@@ -313,3 +313,18 @@ def test_at_its_end_a_backfill_partition_holds_records_for_stragglers_a_live_one
             assert [r.item for r in order.release()] == ["earlier", "later"]
         else:
             assert [r.item for r in order.release()] == ["later"]
+
+
+def test_a_live_partition_holds_nothing_even_behind_its_end():
+    # A consumer a little behind a live feed: articles dated now cannot go late, so they are
+    # not held for a window's worth of records (corrections settle their order).
+    now_ms = 100 * 86_400_000
+    window = ReorderWindow(
+        1000, hold_ms=2000, recent_ms=72 * 3_600_000, wall_clock_ms=lambda: now_ms
+    )
+    order: EventTimeOrder = EventTimeOrder(10_000, clock=Clock(), window=window)
+    order.assign([0])
+    order.behind(0, True)
+    order.add(0, "later", now_ms - 10)
+    order.add(0, "earlier", now_ms - 20)
+    assert [r.item for r in order.release()] == ["earlier", "later"]
