@@ -20,22 +20,20 @@ import os
 from typing import Any
 
 from newsdedup import Deduplicator, InvalidArticle
-from quixstreams import Application
+from quixstreams import Application, message_context
 from quixstreams.models.serializers import SerializationError
 
-logger = logging.getLogger("dedup")
+# Quix's own logger, which Application sets up: the example's lines look like Quix's.
+logger = logging.getLogger("quixstreams")
 
 
 def skip_undecodable(exc: Exception, message: Any, log: logging.Logger) -> bool:
     """A message that is not JSON is logged and skipped; any other consumer error stops."""
-    if isinstance(exc, SerializationError):
-        log.warning("skipped %s[%s]@%s: not JSON (%s)", *_where(message), exc)
-        return True
-    return False
-
-
-def _where(message: Any) -> tuple[Any, Any, Any]:
-    return message.topic(), message.partition(), message.offset()
+    if not isinstance(exc, SerializationError):
+        return False
+    where = message.topic(), message.partition(), message.offset()
+    log.warning("skipped %s[%s]@%s: not JSON (%s)", *where, exc)
+    return True
 
 
 def main() -> None:
@@ -56,12 +54,23 @@ def main() -> None:
 
         def decide(article: dict[str, Any]) -> list[dict[str, Any]]:
             """The article's decision, then the corrections it made (usually none)."""
+            where = message_context()
             try:
                 decided = dedup.decide_many([article])
             except InvalidArticle as e:
-                logger.warning("skipped an article: %s (%s)", e, e.reason)
+                logger.warning(
+                    "skipped %s[%s]@%s: %s (field %s)",
+                    where.topic,
+                    where.partition,
+                    where.offset,
+                    e.reason,
+                    e.field,
+                )
                 return []
-            return [d.to_dict() for d in (*decided, *decided.corrections)]
+            # `source` is where the deciding message was read, as the service writes it (the
+            # library can only number the articles it was handed).
+            source = {"topic": where.topic, "partition": where.partition, "offset": where.offset}
+            return [{**d.to_dict(), "source": source} for d in (*decided, *decided.corrections)]
 
         sdf = app.dataframe(articles)
         # expand: one input message gives as many output messages as decide returns.

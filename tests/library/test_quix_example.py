@@ -7,6 +7,7 @@ own: examples/quix/requirements.lock plus this checkout's newsdedup, kept in pyt
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import venv
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import jsonschema
 import pytest
 from checking import run_check
 from packaging.requirements import Requirement
@@ -32,6 +34,7 @@ EXAMPLE = REPO_ROOT / "examples" / "quix"
 LOCK = EXAMPLE / "requirements.lock"
 COMPARED = ("decision", "cluster_id", "matched_id", "distance", "late")
 TOOLCHAIN = ("cargo", "rustc")
+SCHEMA = json.loads((REPO_ROOT / "config/schemas/decision.schema.json").read_text())
 
 
 def test_the_example_lock_pins_newsdedup_s_dependencies_with_hashes() -> None:
@@ -201,6 +204,12 @@ def test_the_quix_example_decides_as_check_does(
 
     decisions = [r.json() for r in records]
     assert [r.key.decode() for r in records] == [d["id"] for d in decisions]
+    for d in decisions:
+        jsonschema.validate(d, SCHEMA)
+    # Each decision names the input message that made it: the copy's correction, the original's.
+    offsets = [d["source"]["offset"] for d in decisions]
+    assert offsets == [*range(len(articles)), len(articles) - 1]
+    assert {d["source"]["topic"] for d in decisions} == {topics["INPUT_TOPIC"]}
     assert len(decisions) == len(articles) + 1, "an article decided twice, or one missing"
     got = _latest(decisions)
     assert got.keys() == expected.keys()
