@@ -58,7 +58,7 @@ def test_the_example_lock_pins_newsdedup_s_dependencies_with_hashes() -> None:
 def example_python(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """The venv's python. Built once per lock, Python and checkout (about 20 s); the editable
+    """The venv's python. Built once per lock, Python and checkout (20-50 s); the editable
     install reads this checkout's code, so a code change needs no rebuild."""
     key = hashlib.sha256(
         b"\0".join(
