@@ -37,6 +37,15 @@ _CORRECTION = ',"correction":true'
 
 @value_type
 class Decision:
+    """One article's decision, as the output topic carries it (`to_dict`, `to_json`).
+
+    `decision` is unique (the article starts a cluster), duplicate (the same normalized text
+    as `matched_id`) or near_duplicate (a copy of `matched_id`, its fingerprint `distance`
+    bits away); `cluster_id` is the id of the cluster's first article. `late`: older than the
+    window behind the newest article decided, so checked but not indexed. `source` is where
+    the article was read; `simhash`, `content_hash` and `event_time_ms` what it was decided
+    by."""
+
     id: str
     decision: DecisionKind
     cluster_id: str
