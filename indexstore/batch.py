@@ -3,14 +3,14 @@
 `Batch` holds one processed batch's changes in memory over the committed index and hands
 them to the store as one `Commit`. It sees the committed index only through `CommittedIndex`,
 the narrow interface the store gives it. Its own rows, and how its searches find them fast,
-are indexstore.pending_rows. It may import indexstore.bands, .encoding, .commit, .errors,
-.frequencies, .layout, .model and .pending_rows, never indexstore.store.
+are indexstore.pending_rows; what its puts change of the key frequencies,
+indexstore.pending_frequencies. It may import indexstore.bands, .encoding, .commit, .errors,
+.frequencies, .layout, .model, .pending_rows and .pending_frequencies, never indexstore.store.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -33,6 +33,7 @@ from indexstore.errors import IndexStateError, IndexStoreError
 from indexstore.frequencies import FrequencyPolicy, first_segment
 from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
+from indexstore.pending_frequencies import PendingFrequencies
 from indexstore.pending_rows import PendingRows
 
 
@@ -117,17 +118,8 @@ class Batch:
         # with each probe's (by band keys and the least number shared).
         self._hits: dict[int, list[Candidate]] = {}
         self._band_hits: dict[tuple[bytes, int], list[BandCandidate]] = {}
-        # Key frequencies (indexstore/frequencies.py): what this batch's puts change, as the
-        # commit hands them on, and the same by segment and key for its own `frequencies`.
-        self._policy = index.frequency_policy()
-        # A change set to None: its row was replaced in this batch, and is never written.
-        self._frequency_changes: list[tuple[int, np.ndarray, int] | None] = []
-        self._change_of_row: dict[int, int] = {}  # a row put in this batch -> its change
-        self._folded_first: int | None = None  # segments before it left this batch's total
-        # Keys counted by this batch's puts: their total, and each segment's (+1 or -1 each)
-        # for when the window leaves a segment before the commit.
-        self._pending_total: dict[int, int] = defaultdict(int)
-        self._pending_keys: dict[int, list[tuple[np.ndarray, int]]] = defaultdict(list)
+        # Key frequencies (indexstore/frequencies.py): what this batch's puts change.
+        self._pending_frequencies = PendingFrequencies(index.frequency_policy(), start.segment_ms)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -171,58 +163,12 @@ class Batch:
         uint32 keys among the keys the index's `FrequencyPolicy` counts (zeros without one)."""
         self._check()
         keys = np.asarray(keys, dtype=np.uint32)
-        if self._policy is None:
+        if not self._pending_frequencies.kept:
             return np.zeros(len(keys), dtype=np.int64)
         first = first_segment(self._watermark, self._retention_ms, self._segment_ms)
         out = self._index.frequencies(keys, first)
-        self._fold(first)
-        if self._pending_total:
-            listed = keys.tolist()
-            total = self._pending_total.get
-            out += np.fromiter((total(k, 0) for k in listed), np.int64, len(listed))
+        self._pending_frequencies.add_to(out, keys, first)
         return out
-
-    def _fold(self, first: int | None) -> None:
-        """Take the segments the window has left out of this batch's total, once each."""
-        if first is None or (self._folded_first is not None and first <= self._folded_first):
-            return
-        total = self._pending_total
-        for segment in [s for s in self._pending_keys if s < first]:
-            for keys, sign in self._pending_keys.pop(segment):
-                for key in keys.tolist():
-                    total[key] -= sign
-        self._folded_first = first
-
-    def _count(self, segment: int, shingles: bytes, sign: int, seq: int | None = None) -> None:
-        """A counted row in `segment` with these shingles starts (+1: put in this batch as row
-        `seq`) or stops (-1: a committed row) counting its keys."""
-        if self._policy is None or not shingles:
-            return
-        keys = self._policy.keys(shingles)
-        if not len(keys):
-            return
-        if seq is not None:
-            self._change_of_row[seq] = len(self._frequency_changes)
-        self._frequency_changes.append((segment, keys, sign))
-        self._count_pending(segment, keys, sign)
-
-    def _uncount(self, seq: int) -> None:
-        """Row `seq`, put in this batch, is replaced in it: it is never written, so its keys
-        never count, in this batch or after."""
-        at = self._change_of_row.pop(seq, None)
-        change = None if at is None else self._frequency_changes[at]
-        if at is None or change is None:
-            return
-        self._frequency_changes[at] = None
-        self._count_pending(change[0], change[1], -1)
-
-    def _count_pending(self, segment: int, keys: np.ndarray, sign: int) -> None:
-        if self._folded_first is not None and segment < self._folded_first:
-            return  # the window has left it: it no longer counts here
-        self._pending_keys[segment].append((keys, sign))
-        total = self._pending_total
-        for key in keys.tolist():
-            total[key] += sign
 
     def prefetch_records(self, article_ids: Iterable[str]) -> None:
         """Read the committed records of these ids with one multi-get per generation, so the
@@ -410,7 +356,7 @@ class Batch:
         if replaced is None:
             self._forget_committed(record.article_id)
         elif replaced.seq is not None:
-            self._uncount(replaced.seq)
+            self._pending_frequencies.uncount(replaced.seq)
         start = self._window_start()
         late = start is not None and event_time_ms < start
         storage_time = event_time_ms if start is None else max(event_time_ms, start)
@@ -420,14 +366,12 @@ class Batch:
             seq = self._next_seq
             self._next_seq += 1
             self._rows.add(seq, record)
-            if self._counts(record):
-                self._count(event_time_ms // self._segment_ms, record.shingles, 1, seq)
+            if self._pending_frequencies.counts(record.payload):
+                segment = event_time_ms // self._segment_ms
+                self._pending_frequencies.count(segment, record.shingles, 1, seq)
             if self._watermark_follows_puts:
                 self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = Stored(record, seq, gen)
-
-    def _counts(self, record: ArticleRecord) -> bool:
-        return self._policy is not None and self._policy.counts(record.payload)
 
     def advance_watermark(self, time_ms: int) -> None:
         """Move the watermark to `time_ms` when that is later (never past the clamp limit)."""
@@ -450,7 +394,7 @@ class Batch:
         family created and dropped again.
         """
         self._check()
-        seg_ms, gen_ms = self._segment_ms, self._generation_ms
+        gen_ms = self._generation_ms
         cut = None
         if expire and self._watermark is not None:
             cut = self._watermark - self._retention_ms
@@ -474,13 +418,7 @@ class Batch:
                     self._positions,
                     self._watermark,
                     self._next_seq,
-                    # Keys of rows never written (their segment left the window) never count.
-                    [
-                        change
-                        for change in self._frequency_changes
-                        if change is not None
-                        and (change[2] < 0 or cut is None or (change[0] + 1) * seg_ms > cut)
-                    ],
+                    self._pending_frequencies.written(cut),
                 )
             )
         finally:
@@ -537,9 +475,9 @@ class Batch:
         if committed.seq is not None:
             segment = committed.record.event_time_ms // self._segment_ms
             self._dead_rows.append(DeadRow(segment, committed.seq))
-            if self._policy is not None and self._policy.counts(committed.record.payload):
+            if self._pending_frequencies.counts(committed.record.payload):
                 shingles = self._index.read_shingles([segment], [committed.seq])[0]
-                self._count(segment, shingles or b"", -1)
+                self._pending_frequencies.count(segment, shingles or b"", -1)
         self._dead_records.append(DeadRecord(committed.generation, article_id.encode()))
 
     def _collect(self, simhashes: list[int]) -> None:
