@@ -4,13 +4,15 @@
 them to the store as one `Commit`. It sees the committed index only through `CommittedIndex`,
 the narrow interface the store gives it. Its own rows, and how its searches find them fast,
 are indexstore.pending_rows; what its puts change of the key frequencies,
-indexstore.pending_frequencies. It may import indexstore.bands, .encoding, .commit, .errors,
-.frequencies, .layout, .model, .pending_rows and .pending_frequencies, never indexstore.store.
+indexstore.pending_frequencies; the order of its answers, indexstore.ranking. It may import
+indexstore.encoding, .commit, .errors, .frequencies, .layout, .model, .pending_rows,
+.pending_frequencies and .ranking, never indexstore.store.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -19,7 +21,6 @@ from typing import Protocol
 import numpy as np
 
 from indexstore import encoding as enc
-from indexstore.bands import shared_bands
 from indexstore.commit import (
     BandCandidate,
     Candidate,
@@ -35,6 +36,7 @@ from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
 from indexstore.pending_frequencies import PendingFrequencies
 from indexstore.pending_rows import PendingRows
+from indexstore.ranking import LiveRecord, rank_near, rank_sharing
 
 
 class CommittedIndex(Protocol):
@@ -236,40 +238,20 @@ class Batch:
             event_time_ms = self._time_limit
         start = self._window_start()
         late = start is not None and event_time_ms < start
+        # Which rows count, as of this search's window: the rankers ask it of each candidate.
+        live = functools.partial(self._live_record, start=start)
         if simhash not in self._hits:
             self._collect([simhash])
         candidates: list[Candidate] = list(self._hits[simhash])
         candidates.extend(self._rows.near(simhash))
-        ranked = []
-        for seq, article_id, distance in candidates:
-            if article_id == exclude_id:
-                continue
-            record = self._live_record(seq, article_id, start)
-            if record is None:
-                continue
-            exact = record.content_hash == content_hash
-            ranked.append(
-                (
-                    (distance, not exact, record.event_time_ms, seq),
-                    Match(
-                        article_id,
-                        distance,
-                        exact,
-                        record.event_time_ms,
-                        record.payload,
-                        record.sketch,
-                    ),
-                )
-            )
-        ranked.sort(key=lambda item: item[0])
-        matches = tuple(m for _, m in ranked[: max(limit, 0)])
+        matches = rank_near(candidates, live, content_hash, exclude_id, limit)
         band_matches: tuple[Match, ...] = ()
         if bands:
             matched = {m.article_id for m in matches}
             if exclude_id is not None:
                 matched.add(exclude_id)
             band_matches = self._band_matches(
-                simhash, content_hash, bands, min_shared_bands, band_limit, matched, start
+                simhash, content_hash, bands, min_shared_bands, band_limit, matched, live
             )
         return SearchResult(
             matches=matches,
@@ -287,7 +269,7 @@ class Batch:
         min_shared: int,
         limit: int,
         skipped: set[str],
-        start: int | None,
+        live: LiveRecord,
     ) -> tuple[Match, ...]:
         hits = self._band_hits.get((bands, min_shared))
         if hits is None:  # not prefetched
@@ -295,33 +277,9 @@ class Batch:
             hits = self._band_hits[bands, min_shared]
         candidates = list(hits)
         candidates.extend(self._rows.sharing(bands, min_shared))
-        ranked = []
-        for seq, article_id, _ in candidates:
-            if article_id in skipped:
-                continue
-            record = self._live_record(seq, article_id, start)
-            if record is None:
-                continue
-            # The tables' count is an upper bound: the record's keys say how many are shared.
-            shared = shared_bands(record.bands, bands)
-            if shared < min_shared:
-                continue
-            ranked.append(
-                (
-                    (-shared, record.event_time_ms, article_id),
-                    Match(
-                        article_id,
-                        (record.simhash ^ simhash).bit_count(),
-                        record.content_hash == content_hash,
-                        record.event_time_ms,
-                        record.payload,
-                        record.sketch,
-                        shared,
-                    ),
-                )
-            )
-        ranked.sort(key=lambda item: item[0])
-        return tuple(m for _, m in ranked[: max(limit, 0)])
+        return rank_sharing(
+            candidates, live, simhash, content_hash, bands, min_shared, skipped, limit
+        )
 
     def _live_record(self, seq: int, article_id: str, start: int | None) -> ArticleRecord | None:
         """The record a table row found, if the row is live: its article's current record still
