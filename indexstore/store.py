@@ -1,7 +1,8 @@
 """The index: RocksDB as the durable truth, numpy search tables as a cache rebuilt at open.
 
 `IndexStore` owns the open database and its state: it opens and loads (indexstore.opening),
-writes commits and expires (what each writes to RocksDB: indexstore.writing), and reports.
+writes commits and expires (what each writes to RocksDB: indexstore.writing), and reports
+(what RocksDB and the directory tell of it: indexstore.reporting).
 Its two writers build the commits: `Batch` (indexstore.batch, handed the narrow
 `CommittedIndex` of `_BatchAccess`, whose committed search is indexstore.nearest) and the
 bulk load (indexstore.bulk). It may import every other module of indexstore; none of them
@@ -17,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -25,7 +25,7 @@ from types import TracebackType
 import numpy as np
 import rocksdict
 
-from indexstore import bulk, opening, snapshot, writing
+from indexstore import bulk, opening, reporting, snapshot, writing
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
 from indexstore.catalog import Catalog
@@ -38,7 +38,6 @@ from indexstore.model import (
     IndexOptions,
     IndexStats,
     RecordColumns,
-    SegmentStats,
 )
 from indexstore.nearest import band_nearest, nearest
 from indexstore.rocksdb_errors import RocksDBErrors
@@ -245,15 +244,9 @@ class IndexStore:
         so `block_cache` includes `memtables`; both stay within `memory_bytes`."""
         self._check_open()
         families = [self._db, *self._catalog.column_families()]
-
-        def total(name: str) -> int:
-            return sum(f.property_int_value(name) or 0 for f in families)
-
         with self._errors:
             return {
-                "block_cache": self._db.property_int_value("rocksdb.block-cache-usage") or 0,
-                "memtables": total("rocksdb.cur-size-all-mem-tables"),
-                "table_readers": total("rocksdb.estimate-table-readers-mem"),
+                **reporting.rocksdb_memory(self._db, families),
                 "search_tables": self._tables.memory_bytes(),
                 "key_frequencies": self._frequencies.memory_bytes(),
             }
@@ -271,22 +264,7 @@ class IndexStore:
 
     def stats(self) -> IndexStats:
         self._check_open()
-        segments = []
-        group_bytes: dict[int, int] = {}
-        group_rows: dict[int, int] = defaultdict(int)
-        catalog = self._catalog
-        for gid, group in catalog.groups.items():
-            size = group.cf.property_int_value("rocksdb.total-sst-files-size") or 0
-            size += group.cf.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
-            group_bytes[gid] = size
-        for seg in catalog.segments.values():
-            group_rows[seg.group.id] += seg.rows
-        for sid in sorted(catalog.segments):
-            seg = catalog.segments[sid]
-            # Segments share their group's files: each is shown its share by rows.
-            size = group_bytes[seg.group.id] * seg.rows // max(group_rows[seg.group.id], 1)
-            start = sid * self._meta.segment_ms
-            segments.append(SegmentStats(sid, start, start + self._meta.segment_ms, seg.rows, size))
+        segments = reporting.segment_stats(self._catalog, self._meta.segment_ms)
         return IndexStats(
             max_distance=self._meta.max_distance,
             layout=self._layout.describe(),
@@ -295,7 +273,7 @@ class IndexStore:
             watermark_ms=self._watermark,
             articles=sum(s.articles for s in segments),
             segments=tuple(segments),
-            disk_bytes=_directory_bytes(self._path),
+            disk_bytes=reporting.directory_bytes(self._path),
             table_memory_bytes=self._tables.memory_bytes(),
         )
 
@@ -453,17 +431,6 @@ class IndexStore:
         self._check_open()
         if self._read_only:
             raise IndexStateError("the index was opened read-only")
-
-
-def _directory_bytes(path: Path) -> int:
-    total = 0
-    for entry in os.scandir(path):
-        try:
-            if entry.is_file():
-                total += entry.stat().st_size
-        except FileNotFoundError:
-            pass  # RocksDB deleted it (an obsolete SST or log) since the listing
-    return total
 
 
 class _BatchAccess:
