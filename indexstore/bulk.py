@@ -1,14 +1,16 @@
 """The bulk load: many records turned into one `Commit` in one pass over numpy arrays.
 
 `IndexStore.bulk_put` reads the committed records of the ids and writes what `plan` returns;
-this module only computes, it never touches RocksDB. It may import indexstore.encoding,
-.commit, .model, .errors and .rocksdb_errors, nothing of the store or of `Batch`.
+this module only computes, it never touches RocksDB itself: the one further read the key
+frequencies need (the shingles of the rows a load replaces) it is handed a reader for. It may
+import indexstore.encoding, .commit, .frequencies, .model, .errors and .rocksdb_errors, nothing
+of the store or of `Batch`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +27,12 @@ from indexstore.commit import (
     TableRows,
 )
 from indexstore.errors import IndexStoreError
+from indexstore.frequencies import FrequencyPolicy
 from indexstore.model import RecordColumns
 from indexstore.rocksdb_errors import RocksDBErrors
+
+# Reads the stored shingles of committed rows (segment, seq): None where a row has none.
+ShingleReader = Callable[[Sequence[int], Sequence[int]], list[bytes | None]]
 
 # The columns of a `RecordColumns` in `ArticleRecord` field order, as `enc.encode_records`
 # takes them; their element types differ by column.
@@ -179,6 +185,36 @@ def plan(
         state.next_seq + int(searchable.sum()),
     )
     return BulkWrite(commit, n)
+
+
+def frequency_changes(
+    policy: FrequencyPolicy,
+    columns: RecordColumns,
+    committed: Mapping[str, StoredBytes],
+    commit: Commit,
+    read_shingles: ShingleReader,
+) -> list[tuple[int, np.ndarray, int]]:
+    """The key counts a bulk commit of `columns` changes: its new counted rows come, the
+    counted rows it replaces go (their shingles read now, before the commit deletes them)."""
+    payload = dict(zip(columns.article_id, columns.payload, strict=True))  # the last wins
+    changes = []
+    for segment, rows in commit.rows.items():
+        for row_id, shingles in zip(rows.article_ids, rows.shingles, strict=True):
+            if shingles and policy.counts(payload[row_id.decode()]):
+                changes.append((segment, policy.keys(shingles), 1))
+    replaced = {dead.seq: dead.segment for dead in commit.dead_rows}
+    gone: list[tuple[int, int]] = []
+    for article_id, stored in committed.items():
+        record, seq = enc.decode_record(article_id, stored.value)
+        if seq in replaced and policy.counts(record.payload):
+            gone.append((replaced[seq], seq))
+    if gone:
+        segments, seqs = [s for s, _ in gone], [q for _, q in gone]
+        stored_shingles = read_shingles(segments, seqs)
+        for segment, old in zip(segments, stored_shingles, strict=True):
+            if old:
+                changes.append((segment, policy.keys(old), -1))
+    return changes
 
 
 def _changed(cols: Columns, times: np.ndarray, committed: Mapping[str, StoredBytes]) -> list[int]:

@@ -29,7 +29,7 @@ from indexstore import bulk, opening, reporting, snapshot, writing
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
 from indexstore.catalog import Catalog
-from indexstore.commit import BandCandidate, Candidate, Commit, Stored, StoredBytes
+from indexstore.commit import BandCandidate, Candidate, Commit, Stored
 from indexstore.errors import IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.frequencies import FrequencyPolicy, FrequencyTable, first_segment
 from indexstore.layout import Layout, choose_layout
@@ -369,38 +369,12 @@ class IndexStore:
         )
         commit = planned.commit
         if self._policy is not None and planned.written:
-            changes = self._bulk_frequency_changes(columns, committed, commit)
+            read = self._catalog.read_shingles
+            changes = bulk.frequency_changes(self._policy, columns, committed, commit, read)
             commit = dataclasses.replace(commit, frequency_changes=changes)
         if planned.written or commit.positions:
             self._write(commit)
         return planned.written
-
-    def _bulk_frequency_changes(
-        self, columns: RecordColumns, committed: Mapping[str, StoredBytes], commit: Commit
-    ) -> list[tuple[int, np.ndarray, int]]:
-        """The key counts a bulk commit changes: its new counted rows come, the counted rows
-        it replaces go (their shingles read now, before the commit deletes them)."""
-        policy = self._policy
-        assert policy is not None
-        payload = dict(zip(columns.article_id, columns.payload, strict=True))  # the last wins
-        changes = []
-        for segment, rows in commit.rows.items():
-            for row_id, shingles in zip(rows.article_ids, rows.shingles, strict=True):
-                if shingles and policy.counts(payload[row_id.decode()]):
-                    changes.append((segment, policy.keys(shingles), 1))
-        replaced = {dead.seq: dead.segment for dead in commit.dead_rows}
-        gone: list[tuple[int, int]] = []
-        for article_id, stored in committed.items():
-            record, seq = enc.decode_record(article_id, stored.value)
-            if seq in replaced and policy.counts(record.payload):
-                gone.append((replaced[seq], seq))
-        if gone:
-            segments, seqs = [s for s, _ in gone], [q for _, q in gone]
-            stored_shingles = self._catalog.read_shingles(segments, seqs)
-            for segment, old in zip(segments, stored_shingles, strict=True):
-                if old:
-                    changes.append((segment, policy.keys(old), -1))
-        return changes
 
     def _write(self, commit: Commit) -> None:
         """One commit: everything in ONE atomic WriteBatch (indexstore.writing), then the caches.
