@@ -2,11 +2,10 @@
 
 `IndexStore` owns the open database and its state: it opens and loads (indexstore.opening),
 writes commits and expires (what each writes to RocksDB: indexstore.writing), and reports
-(what RocksDB and the directory tell of it: indexstore.reporting).
-Its two writers build the commits: `Batch` (indexstore.batch, handed the narrow
-`CommittedIndex` of `_BatchAccess`, whose committed search is indexstore.nearest) and the
-bulk load (indexstore.bulk). It may import every other module of indexstore; none of them
-imports this one.
+(what RocksDB and the directory tell of it: indexstore.reporting). Its two writers build the
+commits: `Batch` (indexstore.batch, handed the narrow `CommittedIndex` of `_BatchAccess`, whose
+committed search is indexstore.nearest) and the bulk load (indexstore.bulk). It may import
+every other module of indexstore; none of them imports this one.
 
 What is left here is the store's public surface (open, search, put, commit, expire, stats,
 close) and the state they share; the jobs behind it live in the modules named above, which
@@ -33,12 +32,7 @@ from indexstore.commit import BandCandidate, Candidate, Commit, Stored
 from indexstore.errors import IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.frequencies import FrequencyPolicy, FrequencyTable, first_segment
 from indexstore.layout import Layout, choose_layout
-from indexstore.model import (
-    ArticleRecord,
-    IndexOptions,
-    IndexStats,
-    RecordColumns,
-)
+from indexstore.model import ArticleRecord, IndexOptions, IndexStats, RecordColumns
 from indexstore.nearest import band_nearest, nearest
 from indexstore.rocksdb_errors import RocksDBErrors
 from indexstore.rocksdb_options import rocksdb_options
