@@ -2,14 +2,17 @@
 
 `Batch` holds one processed batch's changes in memory over the committed index and hands
 them to the store as one `Commit`. It sees the committed index only through `CommittedIndex`,
-the narrow interface the store gives it. It may import indexstore.encoding, .commit, .errors,
-.layout, .model and .tables, never indexstore.store.
+the narrow interface the store gives it. Its own rows, and how its searches find them fast,
+are indexstore.pending_rows; what its puts change of the key frequencies,
+indexstore.pending_frequencies; the order of its answers, indexstore.ranking. It may import
+indexstore.encoding, .commit, .errors, .frequencies, .layout, .model, .pending_rows,
+.pending_frequencies and .ranking, never indexstore.store.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -18,7 +21,6 @@ from typing import Protocol
 import numpy as np
 
 from indexstore import encoding as enc
-from indexstore.bands import BandTables, shared_bands
 from indexstore.commit import (
     BandCandidate,
     Candidate,
@@ -26,15 +28,15 @@ from indexstore.commit import (
     DeadRecord,
     DeadRow,
     RecordWrites,
-    SegmentRows,
     Stored,
-    TableRows,
 )
 from indexstore.errors import IndexStateError, IndexStoreError
 from indexstore.frequencies import FrequencyPolicy, first_segment
 from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
-from indexstore.tables import SearchTables
+from indexstore.pending_frequencies import PendingFrequencies
+from indexstore.pending_rows import PendingRows
+from indexstore.ranking import LiveRecord, rank_near, rank_sharing
 
 
 class CommittedIndex(Protocol):
@@ -98,7 +100,6 @@ class Batch:
     ) -> None:
         self._index = index
         self._watermark_follows_puts = watermark_follows_puts
-        self._k = start.max_distance
         self._segment_ms = start.segment_ms
         self._generation_ms = start.generation_ms
         self._retention_ms = start.retention_ms
@@ -112,48 +113,15 @@ class Batch:
         self._dead_rows: list[DeadRow] = []
         self._dead_records: list[DeadRecord] = []
         self._time_limit = start.time_limit
-        # Rows added in this batch, in insertion order, as columns (a put costs no object):
-        # row i is the seq _row_seq[i] of article _row_id[i] in segment _row_segment[i],
-        # with fingerprint _row_fp[i], band keys _row_bands[i] and shingles _row_shingles[i].
-        self._row_seq: list[int] = []
-        self._row_id: list[str] = []
-        self._row_segment: list[int] = []
-        self._row_fp: list[int] = []
-        self._row_bands: list[bytes] = []
-        self._row_shingles: list[bytes] = []
-        self._rows_by_fp: dict[int, list[int]] = defaultdict(list)
-        # The rows above by their band keys, and those whose keys are no band probe's.
-        self._rows_by_bands: dict[bytes, list[int]] = defaultdict(list)
-        self._band_unprobed: list[int] = []
+        # This batch's rows, which its own searches find beside the committed ones.
+        self._rows = PendingRows(start.layout, start.max_distance, start.segment_ms)
         self._positions: dict[str, int] = {}
         # Prefetched committed neighbours of each probe, and committed rows sharing band keys
         # with each probe's (by band keys and the least number shared).
         self._hits: dict[int, list[Candidate]] = {}
         self._band_hits: dict[tuple[bytes, int], list[BandCandidate]] = {}
-        # Prefetched probes -> the probes within k of them, so a search finds this batch's
-        # own rows by dict lookups instead of a scan; rows of other fingerprints are scanned.
-        self._neighbours: dict[int, list[int]] = {}
-        self._unprobed: list[int] = []
-        # The probes, searchable among themselves (row i is _probes[i]): a prefetch searches
-        # only its new probes, so a batch costs time linear in its length, not quadratic.
-        self._probes: list[int] = []
-        self._among = SearchTables(start.layout)
-        # The same for band keys: the band probes (row i of _bands_among is _band_probes[i])
-        # and, for each, the probes sharing keys with it and how many (an upper bound).
-        self._band_probes: list[bytes] = []
-        self._bands_among = BandTables()
-        self._band_neighbours: dict[bytes, list[tuple[int, int]]] = {}
-        # Key frequencies (indexstore/frequencies.py): what this batch's puts change, as the
-        # commit hands them on, and the same by segment and key for its own `frequencies`.
-        self._policy = index.frequency_policy()
-        # A change set to None: its row was replaced in this batch, and is never written.
-        self._frequency_changes: list[tuple[int, np.ndarray, int] | None] = []
-        self._change_of_row: dict[int, int] = {}  # a row put in this batch -> its change
-        self._folded_first: int | None = None  # segments before it left this batch's total
-        # Keys counted by this batch's puts: their total, and each segment's (+1 or -1 each)
-        # for when the window leaves a segment before the commit.
-        self._pending_total: dict[int, int] = defaultdict(int)
-        self._pending_keys: dict[int, list[tuple[np.ndarray, int]]] = defaultdict(list)
+        # Key frequencies (indexstore/frequencies.py): what this batch's puts change.
+        self._pending_frequencies = PendingFrequencies(index.frequency_policy(), start.segment_ms)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -197,58 +165,12 @@ class Batch:
         uint32 keys among the keys the index's `FrequencyPolicy` counts (zeros without one)."""
         self._check()
         keys = np.asarray(keys, dtype=np.uint32)
-        if self._policy is None:
+        if not self._pending_frequencies.kept:
             return np.zeros(len(keys), dtype=np.int64)
         first = first_segment(self._watermark, self._retention_ms, self._segment_ms)
         out = self._index.frequencies(keys, first)
-        self._fold(first)
-        if self._pending_total:
-            listed = keys.tolist()
-            total = self._pending_total.get
-            out += np.fromiter((total(k, 0) for k in listed), np.int64, len(listed))
+        self._pending_frequencies.add_to(out, keys, first)
         return out
-
-    def _fold(self, first: int | None) -> None:
-        """Take the segments the window has left out of this batch's total, once each."""
-        if first is None or (self._folded_first is not None and first <= self._folded_first):
-            return
-        total = self._pending_total
-        for segment in [s for s in self._pending_keys if s < first]:
-            for keys, sign in self._pending_keys.pop(segment):
-                for key in keys.tolist():
-                    total[key] -= sign
-        self._folded_first = first
-
-    def _count(self, segment: int, shingles: bytes, sign: int, seq: int | None = None) -> None:
-        """A counted row in `segment` with these shingles starts (+1: put in this batch as row
-        `seq`) or stops (-1: a committed row) counting its keys."""
-        if self._policy is None or not shingles:
-            return
-        keys = self._policy.keys(shingles)
-        if not len(keys):
-            return
-        if seq is not None:
-            self._change_of_row[seq] = len(self._frequency_changes)
-        self._frequency_changes.append((segment, keys, sign))
-        self._count_pending(segment, keys, sign)
-
-    def _uncount(self, seq: int) -> None:
-        """Row `seq`, put in this batch, is replaced in it: it is never written, so its keys
-        never count, in this batch or after."""
-        at = self._change_of_row.pop(seq, None)
-        change = None if at is None else self._frequency_changes[at]
-        if at is None or change is None:
-            return
-        self._frequency_changes[at] = None
-        self._count_pending(change[0], change[1], -1)
-
-    def _count_pending(self, segment: int, keys: np.ndarray, sign: int) -> None:
-        if self._folded_first is not None and segment < self._folded_first:
-            return  # the window has left it: it no longer counts here
-        self._pending_keys[segment].append((keys, sign))
-        total = self._pending_total
-        for key in keys.tolist():
-            total[key] += sign
 
     def prefetch_records(self, article_ids: Iterable[str]) -> None:
         """Read the committed records of these ids with one multi-get per generation, so the
@@ -279,28 +201,7 @@ class Batch:
         self.prefetch_records(c.article_id for hits in found for c in hits)
         for bands, hits in zip(wanted, found, strict=True):
             self._band_hits[bands, min_shared] = hits
-        self._probe_bands_among([b for b in wanted if b not in self._band_neighbours])
-
-    def _probe_bands_among(self, fresh: list[bytes]) -> None:
-        """Make `fresh` band probes, each searched among all probes at once, so a search
-        finds this batch's rows sharing its keys by dict lookups (prefetch does the same for
-        fingerprints)."""
-        if not fresh:
-            return
-        first = len(self._band_probes)
-        self._band_probes += fresh
-        for bands in fresh:
-            self._band_neighbours[bands] = []
-        self._bands_among.append(np.arange(first, len(self._band_probes), dtype=np.uint32), fresh)
-        query, row, shared = self._bands_among.search(fresh)
-        for q, r, n in zip(query.tolist(), row.tolist(), shared.tolist(), strict=True):
-            self._band_neighbours[fresh[q]].append((r, n))
-            if r < first:
-                # An earlier probe, whose list was made before this one existed.
-                self._band_neighbours[self._band_probes[r]].append((first + q, n))
-        self._band_unprobed = [
-            i for i in self._band_unprobed if self._row_bands[i] not in self._band_neighbours
-        ]
+        self._rows.probe_bands(wanted)
 
     def prefetch(self, probes: Sequence[tuple[int, bytes, int]]) -> None:
         """Search the committed tables for all probes at once and fetch what the hits point at."""
@@ -309,25 +210,7 @@ class Batch:
         if not wanted:
             return
         self._collect(wanted)
-        fresh = [fp for fp in wanted if fp not in self._neighbours]
-        if not fresh:
-            return
-        first = len(self._probes)
-        self._probes += fresh
-        fps = np.array(fresh, dtype=np.uint64)
-        self._among.append(
-            fps, np.zeros(len(fresh), dtype=np.int64), np.arange(first, len(self._probes))
-        )
-        for fp in fresh:
-            self._neighbours[fp] = []
-        hits = self._among.search(fps)
-        for q, r in zip(hits.query.tolist(), hits.row.tolist(), strict=True):
-            probe, near = fresh[q], self._probes[r]
-            self._neighbours[probe].append(near)
-            if r < first:
-                # An earlier probe, whose list was made before this one existed.
-                self._neighbours[near].append(probe)
-        self._unprobed = [i for i in self._unprobed if self._row_fp[i] not in self._neighbours]
+        self._rows.probe_fingerprints(wanted)
 
     def search(
         self,
@@ -355,56 +238,20 @@ class Batch:
             event_time_ms = self._time_limit
         start = self._window_start()
         late = start is not None and event_time_ms < start
+        # Which rows count, as of this search's window: the rankers ask it of each candidate.
+        live = functools.partial(self._live_record, start=start)
         if simhash not in self._hits:
             self._collect([simhash])
         candidates: list[Candidate] = list(self._hits[simhash])
-        if self._row_fp:
-            row_fp = self._row_fp
-            neighbours = self._neighbours.get(simhash)
-            if neighbours is None:
-                close = np.flatnonzero(
-                    np.bitwise_count(np.array(row_fp, dtype=np.uint64) ^ np.uint64(simhash))
-                    <= self._k
-                ).tolist()
-            else:
-                close = [i for fp in neighbours for i in self._rows_by_fp.get(fp, ())]
-                close.extend(
-                    i for i in self._unprobed if (row_fp[i] ^ simhash).bit_count() <= self._k
-                )
-            row_seq, row_id = self._row_seq, self._row_id
-            for i in close:
-                distance = (row_fp[i] ^ simhash).bit_count()
-                candidates.append(Candidate(row_seq[i], row_id[i], distance))
-        ranked = []
-        for seq, article_id, distance in candidates:
-            if article_id == exclude_id:
-                continue
-            record = self._live_record(seq, article_id, start)
-            if record is None:
-                continue
-            exact = record.content_hash == content_hash
-            ranked.append(
-                (
-                    (distance, not exact, record.event_time_ms, seq),
-                    Match(
-                        article_id,
-                        distance,
-                        exact,
-                        record.event_time_ms,
-                        record.payload,
-                        record.sketch,
-                    ),
-                )
-            )
-        ranked.sort(key=lambda item: item[0])
-        matches = tuple(m for _, m in ranked[: max(limit, 0)])
+        candidates.extend(self._rows.near(simhash))
+        matches = rank_near(candidates, live, content_hash, exclude_id, limit)
         band_matches: tuple[Match, ...] = ()
         if bands:
             matched = {m.article_id for m in matches}
             if exclude_id is not None:
                 matched.add(exclude_id)
             band_matches = self._band_matches(
-                simhash, content_hash, bands, min_shared_bands, band_limit, matched, start
+                simhash, content_hash, bands, min_shared_bands, band_limit, matched, live
             )
         return SearchResult(
             matches=matches,
@@ -422,56 +269,17 @@ class Batch:
         min_shared: int,
         limit: int,
         skipped: set[str],
-        start: int | None,
+        live: LiveRecord,
     ) -> tuple[Match, ...]:
         hits = self._band_hits.get((bands, min_shared))
         if hits is None:  # not prefetched
             self.prefetch_bands([bands], min_shared)
             hits = self._band_hits[bands, min_shared]
         candidates = list(hits)
-        if self._row_bands:
-            # This batch's rows: those of the probes sharing enough keys (an upper bound,
-            # counted again below), and those of no probe, counted here.
-            probes, rows_by_bands = self._band_probes, self._rows_by_bands
-            close = [
-                i
-                for p, n in self._band_neighbours[bands]
-                if n >= min_shared
-                for i in rows_by_bands.get(probes[p], ())
-            ]
-            close += [
-                i
-                for i in self._band_unprobed
-                if shared_bands(self._row_bands[i], bands) >= min_shared
-            ]
-            candidates.extend(BandCandidate(self._row_seq[i], self._row_id[i], 0) for i in close)
-        ranked = []
-        for seq, article_id, _ in candidates:
-            if article_id in skipped:
-                continue
-            record = self._live_record(seq, article_id, start)
-            if record is None:
-                continue
-            # The tables' count is an upper bound: the record's keys say how many are shared.
-            shared = shared_bands(record.bands, bands)
-            if shared < min_shared:
-                continue
-            ranked.append(
-                (
-                    (-shared, record.event_time_ms, article_id),
-                    Match(
-                        article_id,
-                        (record.simhash ^ simhash).bit_count(),
-                        record.content_hash == content_hash,
-                        record.event_time_ms,
-                        record.payload,
-                        record.sketch,
-                        shared,
-                    ),
-                )
-            )
-        ranked.sort(key=lambda item: item[0])
-        return tuple(m for _, m in ranked[: max(limit, 0)])
+        candidates.extend(self._rows.sharing(bands, min_shared))
+        return rank_sharing(
+            candidates, live, simhash, content_hash, bands, min_shared, skipped, limit
+        )
 
     def _live_record(self, seq: int, article_id: str, start: int | None) -> ArticleRecord | None:
         """The record a table row found, if the row is live: its article's current record still
@@ -506,7 +314,7 @@ class Batch:
         if replaced is None:
             self._forget_committed(record.article_id)
         elif replaced.seq is not None:
-            self._uncount(replaced.seq)
+            self._pending_frequencies.uncount(replaced.seq)
         start = self._window_start()
         late = start is not None and event_time_ms < start
         storage_time = event_time_ms if start is None else max(event_time_ms, start)
@@ -515,28 +323,13 @@ class Batch:
         if not late:
             seq = self._next_seq
             self._next_seq += 1
-            n = len(self._row_fp)
-            self._row_fp.append(record.simhash)
-            self._rows_by_fp[record.simhash].append(n)
-            if record.simhash not in self._neighbours:
-                self._unprobed.append(n)
-            self._row_seq.append(seq)
-            self._row_id.append(record.article_id)
-            self._row_segment.append(event_time_ms // self._segment_ms)
-            self._row_bands.append(record.bands)
-            self._row_shingles.append(record.shingles)
-            if record.bands:
-                self._rows_by_bands[record.bands].append(n)
-                if record.bands not in self._band_neighbours:
-                    self._band_unprobed.append(n)
-            if self._counts(record):
-                self._count(event_time_ms // self._segment_ms, record.shingles, 1, seq)
+            self._rows.add(seq, record)
+            if self._pending_frequencies.counts(record.payload):
+                segment = event_time_ms // self._segment_ms
+                self._pending_frequencies.count(segment, record.shingles, 1, seq)
             if self._watermark_follows_puts:
                 self.advance_watermark(event_time_ms)
         self._pending[record.article_id] = Stored(record, seq, gen)
-
-    def _counts(self, record: ArticleRecord) -> bool:
-        return self._policy is not None and self._policy.counts(record.payload)
 
     def advance_watermark(self, time_ms: int) -> None:
         """Move the watermark to `time_ms` when that is later (never past the clamp limit)."""
@@ -559,37 +352,11 @@ class Batch:
         family created and dropped again.
         """
         self._check()
-        seg_ms, gen_ms = self._segment_ms, self._generation_ms
+        gen_ms = self._generation_ms
         cut = None
         if expire and self._watermark is not None:
             cut = self._watermark - self._retention_ms
-        by_segment: dict[int, list[int]] = defaultdict(list)
-        row_ids = self._row_id
-        for i, (seq, article_id, sid) in enumerate(
-            zip(self._row_seq, row_ids, self._row_segment, strict=True)
-        ):
-            # A row replaced later in this same batch is never written.
-            if self._pending[article_id].seq == seq and (cut is None or (sid + 1) * seg_ms > cut):
-                by_segment[sid].append(i)
-        all_fp = np.array(self._row_fp, dtype=np.uint64)
-        all_seq = np.array(self._row_seq, dtype=np.uint64)
-        row_shingles = self._row_shingles
-        rows = {
-            sid: SegmentRows(
-                all_fp[idx],
-                all_seq[idx],
-                [row_ids[i].encode() for i in idx],
-                [row_shingles[i] for i in idx],
-            )
-            for sid, idx in by_segment.items()
-        }
-        idx = sorted(i for ids in by_segment.values() for i in ids)
-        added = TableRows(
-            all_fp[idx],
-            np.array(self._row_segment, dtype=np.int64)[idx],
-            all_seq[idx],
-            [self._row_bands[i] for i in idx],
-        )
+        rows, added = self._rows.written(self._pending, cut)
         kept = self._pending
         if cut is not None:
             kept = {a: s for a, s in kept.items() if (s.generation + 1) * gen_ms > cut}
@@ -609,13 +376,7 @@ class Batch:
                     self._positions,
                     self._watermark,
                     self._next_seq,
-                    # Keys of rows never written (their segment left the window) never count.
-                    [
-                        change
-                        for change in self._frequency_changes
-                        if change is not None
-                        and (change[2] < 0 or cut is None or (change[0] + 1) * seg_ms > cut)
-                    ],
+                    self._pending_frequencies.written(cut),
                 )
             )
         finally:
@@ -672,9 +433,9 @@ class Batch:
         if committed.seq is not None:
             segment = committed.record.event_time_ms // self._segment_ms
             self._dead_rows.append(DeadRow(segment, committed.seq))
-            if self._policy is not None and self._policy.counts(committed.record.payload):
+            if self._pending_frequencies.counts(committed.record.payload):
                 shingles = self._index.read_shingles([segment], [committed.seq])[0]
-                self._count(segment, shingles or b"", -1)
+                self._pending_frequencies.count(segment, shingles or b"", -1)
         self._dead_records.append(DeadRecord(committed.generation, article_id.encode()))
 
     def _collect(self, simhashes: list[int]) -> None:

@@ -1,14 +1,16 @@
 """The bulk load: many records turned into one `Commit` in one pass over numpy arrays.
 
 `IndexStore.bulk_put` reads the committed records of the ids and writes what `plan` returns;
-this module only computes, it never touches RocksDB. It may import indexstore.encoding,
-.commit, .model, .errors and .rocksdb_errors, nothing of the store or of `Batch`.
+this module only computes, it never touches RocksDB itself: the one further read the key
+frequencies need (the shingles of the rows a load replaces) it is handed a reader for. It may
+import indexstore.encoding, .commit, .frequencies, .model, .errors and .rocksdb_errors, nothing
+of the store or of `Batch`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +27,12 @@ from indexstore.commit import (
     TableRows,
 )
 from indexstore.errors import IndexStoreError
+from indexstore.frequencies import FrequencyPolicy
 from indexstore.model import RecordColumns
 from indexstore.rocksdb_errors import RocksDBErrors
+
+# Reads the stored shingles of committed rows (segment, seq): None where a row has none.
+ShingleReader = Callable[[Sequence[int], Sequence[int]], list[bytes | None]]
 
 # The columns of a `RecordColumns` in `ArticleRecord` field order, as `enc.encode_records`
 # takes them; their element types differ by column.
@@ -108,50 +114,15 @@ def plan(
             {}, None, [], [], RecordWrites([], [], []), positions, state.watermark, state.next_seq
         )
         return BulkWrite(nothing, 0)
-    seg_ms, gen_ms = state.segment_ms, state.generation_ms
-    # The watermark each record meets is the greatest time before it: a late record is
-    # older than that minus the window, so it never moves the watermark either.
-    before = np.empty(n, dtype=np.int64)
-    before[1:] = np.maximum.accumulate(times[:-1])
-    known = np.ones(n, dtype=bool)
-    if state.watermark is None:
-        known[0] = False
-        before[0] = times[0]
-    else:
-        before[0] = state.watermark
-        np.maximum(before, state.watermark, out=before)
-    start = before - state.retention_ms
-    late = known & (times < start)
-    gens = np.where(known, np.maximum(times, start), times) // gen_ms
+    late, gens = _placed(times, state)
     searchable = ~late
     seqs = state.next_seq + np.cumsum(searchable, dtype=np.int64) - 1
     final = np.fromiter(last.values(), dtype=np.int64, count=len(last))
     written = np.zeros(n, dtype=bool)
     written[final] = True
     new_rows = np.flatnonzero(written & searchable)
-    fps = np.array(cols[1], dtype=np.uint64)
-    row_segs = times[new_rows] // seg_ms
-    row_seqs = seqs[new_rows].astype(np.uint64)
-    order = np.argsort(row_segs, kind="stable")
-    bounds = np.flatnonzero(np.diff(row_segs[order])) + 1
-    rows = {}
-    bands, shingles = cols[6], cols[7]
-    for part in np.split(order, bounds) if len(order) else []:
-        at = new_rows[part].tolist()
-        rows[int(row_segs[part[0]])] = SegmentRows(
-            fps[at], row_seqs[part], [keys[i] for i in at], [shingles[i] for i in at]
-        )
-    added = TableRows(fps[new_rows], row_segs, row_seqs, [bands[i] for i in new_rows.tolist()])
-    dead_rows = []
-    dead_records = []
-    for article_id, stored in committed.items():
-        if article_id not in last:
-            continue
-        with errors:
-            event_time, seq = enc.record_row(stored.value)
-        if seq is not None:
-            dead_rows.append(DeadRow(event_time // seg_ms, seq))
-        dead_records.append(DeadRecord(stored.generation, article_id.encode()))
+    rows, added = _rows(cols, keys, new_rows, times, seqs, state.segment_ms)
+    dead_rows, dead_records = _replaced(committed, last, state.segment_ms, errors)
     picked = final.tolist()
     final_seqs = [
         None if is_late else seq
@@ -179,6 +150,103 @@ def plan(
         state.next_seq + int(searchable.sum()),
     )
     return BulkWrite(commit, n)
+
+
+def _placed(times: np.ndarray, state: IndexState) -> tuple[np.ndarray, np.ndarray]:
+    """Where each record of these (clamped) event times goes: whether it is late (older than
+    the window when its turn comes: kept, not searchable), and its article generation."""
+    n = len(times)
+    # The watermark each record meets is the greatest time before it: a late record is
+    # older than that minus the window, so it never moves the watermark either.
+    before = np.empty(n, dtype=np.int64)
+    before[1:] = np.maximum.accumulate(times[:-1])
+    known = np.ones(n, dtype=bool)
+    if state.watermark is None:
+        known[0] = False
+        before[0] = times[0]
+    else:
+        before[0] = state.watermark
+        np.maximum(before, state.watermark, out=before)
+    start = before - state.retention_ms
+    late = known & (times < start)
+    gens = np.where(known, np.maximum(times, start), times) // state.generation_ms
+    return late, gens
+
+
+def _rows(
+    cols: Columns,
+    keys: Sequence[bytes],
+    new_rows: np.ndarray,
+    times: np.ndarray,
+    seqs: np.ndarray,
+    segment_ms: int,
+) -> tuple[dict[int, SegmentRows], TableRows]:
+    """The rows of the records at `new_rows` (written and searchable), by segment and for the
+    search tables."""
+    fps = np.array(cols[1], dtype=np.uint64)
+    row_segs = times[new_rows] // segment_ms
+    row_seqs = seqs[new_rows].astype(np.uint64)
+    order = np.argsort(row_segs, kind="stable")
+    bounds = np.flatnonzero(np.diff(row_segs[order])) + 1
+    rows = {}
+    bands, shingles = cols[6], cols[7]
+    for part in np.split(order, bounds) if len(order) else []:
+        at = new_rows[part].tolist()
+        rows[int(row_segs[part[0]])] = SegmentRows(
+            fps[at], row_seqs[part], [keys[i] for i in at], [shingles[i] for i in at]
+        )
+    added = TableRows(fps[new_rows], row_segs, row_seqs, [bands[i] for i in new_rows.tolist()])
+    return rows, added
+
+
+def _replaced(
+    committed: Mapping[str, StoredBytes],
+    written: Container[str],
+    segment_ms: int,
+    errors: RocksDBErrors,
+) -> tuple[list[DeadRow], list[DeadRecord]]:
+    """The committed rows and records that the records of the `written` ids replace."""
+    dead_rows = []
+    dead_records = []
+    for article_id, stored in committed.items():
+        if article_id not in written:
+            continue
+        with errors:
+            event_time, seq = enc.record_row(stored.value)
+        if seq is not None:
+            dead_rows.append(DeadRow(event_time // segment_ms, seq))
+        dead_records.append(DeadRecord(stored.generation, article_id.encode()))
+    return dead_rows, dead_records
+
+
+def frequency_changes(
+    policy: FrequencyPolicy,
+    columns: RecordColumns,
+    committed: Mapping[str, StoredBytes],
+    commit: Commit,
+    read_shingles: ShingleReader,
+) -> list[tuple[int, np.ndarray, int]]:
+    """The key counts a bulk commit of `columns` changes: its new counted rows come, the
+    counted rows it replaces go (their shingles read now, before the commit deletes them)."""
+    payload = dict(zip(columns.article_id, columns.payload, strict=True))  # the last wins
+    changes = []
+    for segment, rows in commit.rows.items():
+        for row_id, shingles in zip(rows.article_ids, rows.shingles, strict=True):
+            if shingles and policy.counts(payload[row_id.decode()]):
+                changes.append((segment, policy.keys(shingles), 1))
+    replaced = {dead.seq: dead.segment for dead in commit.dead_rows}
+    gone: list[tuple[int, int]] = []
+    for article_id, stored in committed.items():
+        record, seq = enc.decode_record(article_id, stored.value)
+        if seq in replaced and policy.counts(record.payload):
+            gone.append((replaced[seq], seq))
+    if gone:
+        segments, seqs = [s for s, _ in gone], [q for _, q in gone]
+        stored_shingles = read_shingles(segments, seqs)
+        for segment, old in zip(segments, stored_shingles, strict=True):
+            if old:
+                changes.append((segment, policy.keys(old), -1))
+    return changes
 
 
 def _changed(cols: Columns, times: np.ndarray, committed: Mapping[str, StoredBytes]) -> list[int]:

@@ -1,15 +1,15 @@
 """The index: RocksDB as the durable truth, numpy search tables as a cache rebuilt at open.
 
 `IndexStore` owns the open database and its state: it opens and loads (indexstore.opening),
-writes commits, expires and reports. Its two writers build the commits: `Batch`
-(indexstore.batch, handed the narrow `CommittedIndex` of `_BatchAccess`, whose committed
-search is indexstore.nearest) and the bulk load (indexstore.bulk). It may import every other
-module of indexstore; none of them imports this one.
+writes commits and expires (what each writes to RocksDB: indexstore.writing), and reports
+(what RocksDB and the directory tell of it: indexstore.reporting). Its two writers build the
+commits: `Batch` (indexstore.batch, handed the narrow `CommittedIndex` of `_BatchAccess`, whose
+committed search is indexstore.nearest) and the bulk load (indexstore.bulk). It may import
+every other module of indexstore; none of them imports this one.
 
-At ~550 lines this module is over the project's ~500: what is left is the store's public
-surface (open, search, put, commit, expire, stats, close) and the state they share; the jobs
-behind it already live in the modules named above, and splitting the class further would
-hand its private state to yet another module.
+What is left here is the store's public surface (open, search, put, commit, expire, stats,
+close) and the state they share; the jobs behind it live in the modules named above, which
+are handed what they need rather than the store's private state.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -25,29 +24,19 @@ from types import TracebackType
 import numpy as np
 import rocksdict
 
-from indexstore import bulk, opening, snapshot
+from indexstore import bulk, opening, reporting, snapshot, writing
 from indexstore import encoding as enc
 from indexstore.batch import Batch, BatchStart
-from indexstore.catalog import Catalog, Segment, multi_get
-from indexstore.commit import BandCandidate, Candidate, Commit, SegmentRows, Stored, StoredBytes
-from indexstore.errors import IndexCorruptError, IndexFormatError, IndexStateError, IndexStoreError
+from indexstore.catalog import Catalog
+from indexstore.commit import BandCandidate, Candidate, Commit, Stored
+from indexstore.errors import IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.frequencies import FrequencyPolicy, FrequencyTable, first_segment
 from indexstore.layout import Layout, choose_layout
-from indexstore.model import (
-    ArticleRecord,
-    IndexOptions,
-    IndexStats,
-    RecordColumns,
-    SegmentStats,
-)
+from indexstore.model import ArticleRecord, IndexOptions, IndexStats, RecordColumns
 from indexstore.nearest import band_nearest, nearest
 from indexstore.rocksdb_errors import RocksDBErrors
 from indexstore.rocksdb_options import rocksdb_options
 from indexstore.tables import SearchTables
-
-# A segment's blobs (one per commit that touched it) are merged into one when there are more
-# than this many, so reopen reads a few blobs per segment, not one per commit.
-MAX_BLOBS_PER_SEGMENT = 32
 
 
 def wall_clock_ms() -> int:
@@ -249,15 +238,9 @@ class IndexStore:
         so `block_cache` includes `memtables`; both stay within `memory_bytes`."""
         self._check_open()
         families = [self._db, *self._catalog.column_families()]
-
-        def total(name: str) -> int:
-            return sum(f.property_int_value(name) or 0 for f in families)
-
         with self._errors:
             return {
-                "block_cache": self._db.property_int_value("rocksdb.block-cache-usage") or 0,
-                "memtables": total("rocksdb.cur-size-all-mem-tables"),
-                "table_readers": total("rocksdb.estimate-table-readers-mem"),
+                **reporting.rocksdb_memory(self._db, families),
                 "search_tables": self._tables.memory_bytes(),
                 "key_frequencies": self._frequencies.memory_bytes(),
             }
@@ -275,22 +258,7 @@ class IndexStore:
 
     def stats(self) -> IndexStats:
         self._check_open()
-        segments = []
-        group_bytes: dict[int, int] = {}
-        group_rows: dict[int, int] = defaultdict(int)
-        catalog = self._catalog
-        for gid, group in catalog.groups.items():
-            size = group.cf.property_int_value("rocksdb.total-sst-files-size") or 0
-            size += group.cf.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
-            group_bytes[gid] = size
-        for seg in catalog.segments.values():
-            group_rows[seg.group.id] += seg.rows
-        for sid in sorted(catalog.segments):
-            seg = catalog.segments[sid]
-            # Segments share their group's files: each is shown its share by rows.
-            size = group_bytes[seg.group.id] * seg.rows // max(group_rows[seg.group.id], 1)
-            start = sid * self._meta.segment_ms
-            segments.append(SegmentStats(sid, start, start + self._meta.segment_ms, seg.rows, size))
+        segments = reporting.segment_stats(self._catalog, self._meta.segment_ms)
         return IndexStats(
             max_distance=self._meta.max_distance,
             layout=self._layout.describe(),
@@ -299,7 +267,7 @@ class IndexStore:
             watermark_ms=self._watermark,
             articles=sum(s.articles for s in segments),
             segments=tuple(segments),
-            disk_bytes=_directory_bytes(self._path),
+            disk_bytes=reporting.directory_bytes(self._path),
             table_memory_bytes=self._tables.memory_bytes(),
         )
 
@@ -319,30 +287,9 @@ class IndexStore:
             if self._watermark is None:
                 return []
             before_ms = self._watermark - self._options.retention_ms
-        seg_ms, group_ms, gen_ms = (
-            self._meta.segment_ms,
-            self._meta.group_ms,
-            self._meta.generation_ms,
+        dropped = writing.drop_segments(
+            self._db, self._catalog, self._errors, self._meta, before_ms
         )
-        catalog = self._catalog
-        dropped = sorted(s for s in catalog.segments if (s + 1) * seg_ms <= before_ms)
-        gone = [g for g in catalog.groups if (g + 1) * group_ms <= before_ms]
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        for sid in dropped:
-            seg = catalog.segments[sid]
-            if seg.group.id not in gone:
-                for begin, end in enc.segment_ranges(sid):
-                    wb.delete_range(begin, end, seg.group.handle)
-        with self._errors:
-            if not wb.is_empty():
-                self._db.write(wb)
-            # Segments leave the caches only once their range deletions are durable.
-            for sid in dropped:
-                del catalog.segments[sid]
-            for gid in gone:
-                catalog.drop_group(gid)
-            for gen in [g for g in catalog.generations if (g + 1) * gen_ms <= before_ms]:
-                catalog.drop_generation(gen)
         self._tables.drop_segments(dropped)
         self._frequencies.drop_segments(dropped)
         return dropped
@@ -416,91 +363,23 @@ class IndexStore:
         )
         commit = planned.commit
         if self._policy is not None and planned.written:
-            changes = self._bulk_frequency_changes(columns, committed, commit)
+            read = self._catalog.read_shingles
+            changes = bulk.frequency_changes(self._policy, columns, committed, commit, read)
             commit = dataclasses.replace(commit, frequency_changes=changes)
         if planned.written or commit.positions:
             self._write(commit)
         return planned.written
 
-    def _bulk_frequency_changes(
-        self, columns: RecordColumns, committed: Mapping[str, StoredBytes], commit: Commit
-    ) -> list[tuple[int, np.ndarray, int]]:
-        """The key counts a bulk commit changes: its new counted rows come, the counted rows
-        it replaces go (their shingles read now, before the commit deletes them)."""
-        policy = self._policy
-        assert policy is not None
-        payload = dict(zip(columns.article_id, columns.payload, strict=True))  # the last wins
-        changes = []
-        for segment, rows in commit.rows.items():
-            for row_id, shingles in zip(rows.article_ids, rows.shingles, strict=True):
-                if shingles and policy.counts(payload[row_id.decode()]):
-                    changes.append((segment, policy.keys(shingles), 1))
-        replaced = {dead.seq: dead.segment for dead in commit.dead_rows}
-        gone: list[tuple[int, int]] = []
-        for article_id, stored in committed.items():
-            record, seq = enc.decode_record(article_id, stored.value)
-            if seq in replaced and policy.counts(record.payload):
-                gone.append((replaced[seq], seq))
-        if gone:
-            segments, seqs = [s for s, _ in gone], [q for _, q in gone]
-            stored_shingles = self._catalog.read_shingles(segments, seqs)
-            for segment, old in zip(segments, stored_shingles, strict=True):
-                if old:
-                    changes.append((segment, policy.keys(old), -1))
-        return changes
-
     def _write(self, commit: Commit) -> None:
-        """One commit: everything in ONE atomic WriteBatch, then the caches.
+        """One commit: everything in ONE atomic WriteBatch (indexstore.writing), then the caches.
 
         Order matters: RocksDB first, memory after, so a failed write leaves the caches equal
         to what is on disk. Rows, article records, deletions of replaced entries, positions and
         the watermark are all in the same WriteBatch, so a crash never splits them.
         """
-        catalog = self._catalog
-        wb = rocksdict.WriteBatch(raw_mode=True)
         commit_no = self._commits + 1
-        merged = self._write_rows(wb, commit.rows, commit_no)
-        replaced: dict[int, int] = defaultdict(int)
-        for dead in commit.dead_rows:
-            live = catalog.segments.get(dead.segment)
-            if live is not None:
-                wb.delete(enc.row_key(dead.segment, dead.seq), live.group.handle)
-                wb.delete(enc.shingles_key(dead.segment, dead.seq), live.group.handle)
-                replaced[dead.segment] += 1
-        # Blobs keep replaced rows (the tables skip them), so a reopened store counts its live
-        # rows as its blobs' entries less this persisted count.
-        for sid, n in replaced.items():
-            seg = catalog.segments[sid]
-            total = seg.stored - seg.rows + n
-            wb.put(enc.replaced_key(sid), enc.encode_u64(total), seg.group.handle)
-        for dead_record in commit.dead_records:
-            generation = catalog.generations.get(dead_record.generation)
-            if generation is not None:
-                wb.delete(dead_record.key, generation.handle)
-        families: dict[int, rocksdict.ColumnFamily] = {}
-        records = commit.records
-        for key, value, gen in zip(records.keys, records.values, records.generations, strict=True):
-            family = families.get(gen)
-            if family is None:
-                family = families[gen] = catalog.generation_for_write(gen).handle
-            wb.put(key, value, family)
-        for name, offset in commit.positions.items():
-            wb.put(enc.position_key(name), enc.encode_u64(offset))
-        wb.put(enc.STATE_KEY, enc.encode_state(commit.watermark, commit.next_seq, commit_no))
-        with self._errors:
-            self._db.write(wb)
-        # Durable: now bring the caches in line.
-        for dead in commit.dead_rows:
-            live = catalog.segments.get(dead.segment)
-            if live is not None:
-                live.rows -= 1
-        for sid, new in commit.rows.items():
-            seg = catalog.segments[sid]
-            if sid in merged:
-                seg.blobs = []
-            seg.blobs.append(enc.blob_key(sid, commit_no))
-            seg.rows += len(new.fingerprints)
-            seg.stored += len(new.fingerprints)
+        writing.write_commit(self._db, self._catalog, self._errors, commit, commit_no)
+        # Durable, and the catalog in line: now the rest of the caches.
         if commit.added is not None:
             self._tables.append(*commit.added)
         self._frequencies.apply(commit.frequency_changes)
@@ -510,44 +389,7 @@ class IndexStore:
         self._next_seq = commit.next_seq
         self._commits = commit_no
 
-    def _write_rows(
-        self, wb: rocksdict.WriteBatch, rows: Mapping[int, SegmentRows], commit_no: int
-    ) -> set[int]:
-        """Put a commit's new rows (row keys, shingles, a blob per segment) in `wb`; the
-        segments whose older blobs were folded into the new one."""
-        catalog = self._catalog
-        merged: set[int] = set()
-        for sid, new in rows.items():
-            fps, seqs = new.fingerprints, new.seqs
-            seg = catalog.segment_for_write(sid)
-            handle = seg.group.handle
-            for key, article_id in zip(enc.row_keys(sid, seqs), new.article_ids, strict=True):
-                wb.put(key, article_id, handle)
-            # Beside the row, not in the record: read only on request, gone with the row.
-            for seq, shingles in zip(seqs.tolist(), new.shingles, strict=True):
-                if shingles:
-                    wb.put(enc.shingles_key(sid, seq), shingles, handle)
-            if len(seg.blobs) >= MAX_BLOBS_PER_SEGMENT:
-                # Fold the segment's older blobs into this one: O(segment), read back from disk.
-                with self._errors:
-                    old = [enc.decode_blob(raw) for raw in self._blobs(seg)]
-                fps = np.concatenate([f for f, _ in old] + [fps])
-                seqs = np.concatenate([q for _, q in old] + [seqs])
-                for key in seg.blobs:
-                    wb.delete(key, handle)
-                merged.add(sid)
-            wb.put(enc.blob_key(sid, commit_no), enc.encode_blob(fps, seqs), handle)
-        return merged
-
     # -- internals ------------------------------------------------------------------------
-
-    def _blobs(self, seg: Segment) -> list[bytes]:
-        raws = multi_get(seg.group.cf, seg.blobs)
-        present = [raw for raw in raws if raw is not None]
-        if len(present) < len(raws):
-            # Listed at open or written since: only a damaged database loses one.
-            raise IndexCorruptError(f"a fingerprint blob of segment {seg.id} is missing")
-        return present
 
     def _check_open(self) -> None:
         if self._closed:
@@ -557,17 +399,6 @@ class IndexStore:
         self._check_open()
         if self._read_only:
             raise IndexStateError("the index was opened read-only")
-
-
-def _directory_bytes(path: Path) -> int:
-    total = 0
-    for entry in os.scandir(path):
-        try:
-            if entry.is_file():
-                total += entry.stat().st_size
-        except FileNotFoundError:
-            pass  # RocksDB deleted it (an obsolete SST or log) since the listing
-    return total
 
 
 class _BatchAccess:
