@@ -206,7 +206,7 @@ class Service:
         try:
             checkpoint = Checkpoint(consumer, self._make_producer, kafka)
             checkpoint.stopping = self._stop.is_set
-            checkpoint.limit_dead_letters(self._dlq_max_bytes)
+            checkpoint.dead_letter_limit.limit_to_topic(self._dlq_max_bytes)
             # After the checkpoint's producer has started: under exactly_once it fences a
             # killed predecessor and aborts its open transaction, whose pending offsets would
             # otherwise hold up reading the committed ones until that transaction times out.
