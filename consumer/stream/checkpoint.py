@@ -14,8 +14,8 @@ article table). Writing the index after the outputs would let a crash lose index
 decisions already published: later duplicates of those articles would be missed.
 
 It is also the one place where every way a broker call can fail mid-batch (refused, timed
-out, fenced, stuck) is turned into "retry the batch" or "stop". How large a dead letter may be
-is dead_letters.py's.
+out, fenced, stuck) is turned into "retry the batch" or "stop". What a batch hands it is data
+(outputs.py); how large a dead letter may be is dead_letters.py's.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, final
+from typing import Any, final
 
 from confluent_kafka import (
     Consumer,
@@ -41,6 +40,7 @@ from consumer.config import KafkaConfig
 from consumer.deciding.decision import Source
 from consumer.errors import NewsdedupError
 from consumer.stream.dead_letters import TOO_LARGE, DeadLetterLimit, dead_letter
+from consumer.stream.outputs import Delivered, Outputs
 from consumer.stream.pipeline import Rejection
 
 log = logging.getLogger(__name__)
@@ -73,46 +73,6 @@ _SEND_OFFSETS_GRACE_S = 10.0
 # A producer fenced again this soon after the last time shares its transactional.id with a
 # live instance: the process stops instead of fencing it back.
 _FENCED_AGAIN_S = 120.0
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record to publish, as data: every role's outputs are these and dead letters."""
-
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    partition: int | None = None  # None: the producer's partitioner (by key)
-    timestamp_ms: int | None = None  # None: the time it is produced
-    # Whether `Checkpoint.complete` says where it was delivered: only the decide role asks (of
-    # its changelog records), and the others' deliveries then cost no bookkeeping.
-    report_offset: bool = False
-
-
-class IndexWrite(Protocol):
-    def commit(self) -> None: ...
-
-
-class NoIndexWrite:
-    """A batch that writes no index (the fingerprint role): step 1 is empty."""
-
-    def commit(self) -> None:
-        pass
-
-
-@dataclass(slots=True)
-class Outputs:
-    """Everything one batch makes durable, in the order of the protocol."""
-
-    index: IndexWrite  # step 1
-    records: list[Record]  # step 2
-    dead_letters: list[Rejection]  # step 2, each cut to what the DLQ takes
-    stage_seconds: dict[str, float] = field(default_factory=dict)  # the steps' times go here
-
-
-# (topic, partition) -> the greatest offset a batch's records were delivered at, of the
-# records that asked (`Record.report_offset`).
-Delivered = dict[tuple[str, int], int]
 
 
 class ProducerFenced(NewsdedupError):

@@ -33,7 +33,7 @@ from consumer.errors import NewsdedupError
 from consumer.ops.health import HealthServer, HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
-from consumer.stream.checkpoint import Checkpoint, OutputFailed, Outputs
+from consumer.stream.checkpoint import Checkpoint, OutputFailed
 from consumer.stream.clients import (
     REFUSAL_CODES,
     admin_config,
@@ -44,6 +44,7 @@ from consumer.stream.clients import (
     topic_partitions,
 )
 from consumer.stream.input_gaps import InputGaps
+from consumer.stream.outputs import Outputs
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
