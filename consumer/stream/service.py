@@ -33,9 +33,9 @@ from consumer.errors import NewsdedupError
 from consumer.ops.health import HealthServer, HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.stream.broker_errors import BrokerErrors, KafkaFatalError
 from consumer.stream.checkpoint import Checkpoint, OutputFailed
 from consumer.stream.clients import (
-    REFUSAL_CODES,
     admin_config,
     consumer_config,
     group_instance_id,
@@ -50,18 +50,9 @@ from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
 log = logging.getLogger("newsdedup.service")
 
-_FATAL_CODES = REFUSAL_CODES
-# A consumer's own fatal errors arrive as records: _FATAL (with fatal() false on the record),
-# e.g. a static member fenced by a newer one with the same group.instance.id.
-_CONSUMER_FATAL_CODES = _FATAL_CODES | {KafkaError._FATAL, KafkaError.FENCED_INSTANCE_ID}
 _THROUGHPUT_LOG_S = 30.0
-_ERROR_LOG_EVERY_S = 10.0
 # A stop that could not finish in [service] stop_timeout (the broker is gone mid-batch).
 EXIT_STOP_TIMEOUT = 3
-
-
-class KafkaFatalError(NewsdedupError):
-    """The broker refused us for good (credentials, authorization, fencing): do not retry."""
 
 
 class Service:
@@ -81,8 +72,7 @@ class Service:
         self.metrics = metrics or Metrics()
         self.health = HealthState(stuck_after_s=config.service.stuck_after.seconds)
         self._stop = threading.Event()
-        self._fatal: str | None = None
-        self._last_error_log: dict[int, float] = {}
+        self._errors = BrokerErrors(self.health, log)
         self._input_partitions = 0
         # The input partitions there were at the start, and those assigned since: any other
         # assigned was added to the topic while the service ran.
@@ -104,7 +94,7 @@ class Service:
             self.metrics,
             self.health,
             self._stop,
-            self._raise_if_fatal,
+            self._errors.raise_if_fatal,
         )
         if stage is None:
             from consumer.stream.role_all import AllStage
@@ -170,7 +160,10 @@ class Service:
     # -- startup ---------------------------------------------------------------------------
 
     def _serve(self) -> None:
-        settings: dict[str, Any] = {**admin_config(self.config.kafka), "error_cb": self._on_error}
+        settings: dict[str, Any] = {
+            **admin_config(self.config.kafka),
+            "error_cb": self._errors.on_error,
+        }
         self._admin = AdminClient(settings)
         self.runtime.admin = self._admin
         try:
@@ -199,7 +192,7 @@ class Service:
                 "group.instance.id": self.group_instance_id,
                 **consumer_config(kafka),
                 **self.stage.consumer_settings(),
-                "error_cb": self._on_error,
+                "error_cb": self._errors.on_error,
                 "stats_cb": self._on_stats,
             }
         )
@@ -244,7 +237,9 @@ class Service:
         log_event(log, logging.INFO, "left the consumer group", group=self.config.kafka.group_id)
 
     def _make_producer(self) -> Producer:
-        return Producer({**producer_config(self.config.kafka), "error_cb": self._on_producer_error})
+        return Producer(
+            {**producer_config(self.config.kafka), "error_cb": self._errors.on_producer_error}
+        )
 
     def _wait_for_input_topic(self, admin: AdminClient) -> int | None:
         """Partition count of the input topic, waiting with backoff while the broker is down or
@@ -252,10 +247,12 @@ class Service:
         topic = self.config.kafka.input_topic
 
         def partitions() -> int:
-            self._raise_if_fatal()
+            self._errors.raise_if_fatal()
             self.health.turn()
             try:
-                count = topic_partitions(admin, topic, timeout=5.0, check=self._raise_if_fatal)
+                count = topic_partitions(
+                    admin, topic, timeout=5.0, check=self._errors.raise_if_fatal
+                )
             except KafkaException:
                 self.health.broker_reachable = False
                 raise
@@ -289,7 +286,7 @@ class Service:
         backoff = Backoff(0.5)
         while not self._stop.is_set():
             self.health.turn()
-            self._raise_if_fatal()
+            self._errors.raise_if_fatal()
             records = consumer.consume(max_messages, wait_s)
             polled_at = time.perf_counter()
             messages, at_end = self._valid_records(consumer, records)
@@ -321,10 +318,8 @@ class Service:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF and partition is not None:
                     at_end.add(partition)
-                elif error.fatal() or error.code() in _CONSUMER_FATAL_CODES:
-                    self._fatal = error.str()
                 else:
-                    log_event(log, logging.WARNING, "consume error", error=error.str())
+                    self._errors.on_consumed_error(error)
                 continue
             if topic is None or partition is None or offset is None:
                 continue  # only events lack them, and events carry an error
@@ -480,29 +475,6 @@ class Service:
         self.metrics.consumer_lag.clear()
         log_event(log, level, event, partitions=sorted(p.partition for p in partitions))
 
-    def _on_error(self, error: KafkaError) -> None:
-        if error.fatal() or error.code() in _FATAL_CODES:
-            self._fatal = error.str()
-        else:
-            self._log_transient(error)
-
-    def _on_producer_error(self, error: KafkaError) -> None:
-        # A producer that failed fatally is replaced by the checkpoint; only refusals
-        # (credentials, authorization) stop the service.
-        if error.code() in _FATAL_CODES:
-            self._fatal = error.str()
-        else:
-            self._log_transient(error)
-
-    def _log_transient(self, error: KafkaError) -> None:
-        if error.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.health.broker_reachable = False
-        # librdkafka reports every failed reconnect; one line per kind every 10 s is enough.
-        now = time.monotonic()
-        if now - self._last_error_log.get(error.code(), -1e9) >= _ERROR_LOG_EVERY_S:
-            self._last_error_log[error.code()] = now
-            log_event(log, logging.WARNING, "kafka error", error=error.str())
-
     def _on_stats(self, stats_json: str) -> None:
         stats = json.loads(stats_json)
         brokers = stats.get("brokers", {}).values()
@@ -518,7 +490,3 @@ class Service:
                 # Only partitions being fetched: stats keep stale figures for revoked ones.
                 if pid != "-1" and lag >= 0 and p.get("fetch_state") == "active":
                     self.metrics.consumer_lag.labels(topic, pid).set(lag)
-
-    def _raise_if_fatal(self) -> None:
-        if self._fatal:
-            raise KafkaFatalError(f"Kafka refused the service: {self._fatal}")
