@@ -33,6 +33,7 @@ from consumer.errors import NewsdedupError
 from consumer.ops.health import HealthServer, HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.stream.batch_report import BatchReport
 from consumer.stream.broker_errors import BrokerErrors, KafkaFatalError
 from consumer.stream.checkpoint import Checkpoint, OutputFailed
 from consumer.stream.clients import (
@@ -44,13 +45,11 @@ from consumer.stream.clients import (
     topic_partitions,
 )
 from consumer.stream.input_gaps import InputGaps
-from consumer.stream.outputs import Outputs
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
 log = logging.getLogger("newsdedup.service")
 
-_THROUGHPUT_LOG_S = 30.0
 # A stop that could not finish in [service] stop_timeout (the broker is gone mid-batch).
 EXIT_STOP_TIMEOUT = 3
 
@@ -79,10 +78,7 @@ class Service:
         self._known_input_partitions: set[int] = set()
         self._input_gaps = InputGaps(self.metrics, config.kafka.auto_offset_reset, log)
         self._dlq_max_bytes: int | None = None
-        self._decided_since_log = 0
-        # Seconds spent on batches (poll to durable) since the last throughput line.
-        self._busy_since_log = 0.0
-        self._last_throughput_log = time.monotonic()
+        self._report = BatchReport(self.metrics, log)
         self.http: HealthServer | None = None
         self._admin: AdminClient | None = None
         self.group_instance_id = group_instance_id(
@@ -303,7 +299,7 @@ class Service:
                     backoff.wait(self._stop)
                     break
             self.stage.housekeeping()
-            self._log_throughput(time.monotonic())
+            self._report.log_throughput(time.monotonic())
 
     def _valid_records(
         self, consumer: Consumer, records: Sequence[KafkaMessage]
@@ -364,7 +360,7 @@ class Service:
             self.stage.rewind(consumer, work)
             return False
         self.health.output_error = None
-        self._record(work, outputs, polled_at, time.perf_counter())
+        self._report.durable(work, outputs, polled_at, time.perf_counter())
         self.stage.durable(work, decided, delivered)
         return True
 
@@ -376,47 +372,6 @@ class Service:
             self._ensure_topics(self._admin)
         except (NewsdedupError, KafkaException) as e:
             log_event(log, logging.WARNING, "cannot create the missing topic yet", error=str(e))
-
-    def _record(self, work: Work, outputs: Outputs, polled_at: float, durable: float) -> None:
-        """What every role's batch tells the metrics: its size and times, its dead letters."""
-        m = self.metrics
-        for stage, seconds in outputs.stage_seconds.items():
-            m.stage_seconds.labels(stage).observe(seconds)
-        m.batch_size.observe(len(work.messages))
-        for _ in work.messages:
-            m.process_seconds.observe(durable - polled_at)
-        for rejection in outputs.dead_letters:
-            m.invalid.labels(str(rejection.invalid.reason)).inc()
-            log_event(
-                log,
-                logging.WARNING,
-                "message sent to the dead-letter topic",
-                reason=str(rejection.invalid.reason),
-                detail=rejection.invalid.detail,
-                topic=rejection.message.source.topic,
-                partition=rejection.message.source.partition,
-                offset=rejection.message.source.offset,
-            )
-        self._decided_since_log += len(work.messages)
-        self._busy_since_log += durable - polled_at
-
-    def _log_throughput(self, now: float) -> None:
-        if now - self._last_throughput_log < _THROUGHPUT_LOG_S:
-            return
-        # The rate of the work itself: over the whole interval, a quiet feed read as a slow one.
-        busy = self._busy_since_log
-        log_event(
-            log,
-            logging.INFO,
-            "throughput",
-            messages=self._decided_since_log,
-            busy_s=round(busy, 1),
-            interval_s=round(now - self._last_throughput_log, 1),
-            per_second=round(self._decided_since_log / busy, 1) if busy > 0 else 0.0,
-        )
-        self._decided_since_log = 0
-        self._busy_since_log = 0.0
-        self._last_throughput_log = now
 
     # -- librdkafka callbacks (called from inside consume) -----------------------------------
 
