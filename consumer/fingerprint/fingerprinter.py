@@ -17,7 +17,7 @@ import numpy as np
 from consumer.config import check_fingerprint_options
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.fingerprint.idf import load_idf
-from consumer.fingerprint.kernel import load_kernel
+from consumer.fingerprint.kernel import Kernel, load_kernel
 from consumer.fingerprint.normalize import Normalizer
 from consumer.fingerprint.shingles import bands_and_shingles
 from consumer.fingerprint.sketch import (
@@ -115,9 +115,9 @@ class Fingerprinter:
 
     With the fast engine, everything after normalization (terms, weights, top N, vote, content
     hash, sketch, band keys, shingles record) runs in the native kernel (`consumer/native/`)
-    unless `native=False`;
-    the Python code below is the reference it must equal, and it still serves `explain`, whose
-    term lists the kernel does not return.
+    unless `native=False` (`_native_batch`); the Python code (`_reference_batch`) is the
+    reference it must equal, and it still serves `explain`, whose term lists the kernel does
+    not return.
     """
 
     __slots__ = ("_idf", "_kernel", "_normalize", "_terms", "options")
@@ -155,6 +155,8 @@ class Fingerprinter:
     def _fingerprint_batch(
         self, items: Sequence[tuple[str, str]], explain: bool
     ) -> list[Fingerprint | NewsdedupError]:
+        """Normalize the batch, then fingerprint it on the native path or on the reference
+        path; an article left without a result had no term (`EmptyTextError`)."""
         results: list[Fingerprint | NewsdedupError | None] = [None] * len(items)
         limit = self.options.max_chars
         texts: list[str] = []
@@ -168,23 +170,45 @@ class Fingerprinter:
         normalized = self._normalize.many(texts)
         titles, contents = normalized[0::2], normalized[1::2]
         if self._kernel is not None and not explain:
-            computed = self._kernel.fingerprint_many(
-                titles, contents, self.options.title_weight, self.options.max_terms or 0
-            )
-            for i, title, content, fingerprint in zip(
-                valid, titles, contents, computed, strict=True
-            ):
-                if fingerprint is not None:
-                    simhash, content_hash, article_sketch, bands, shingles, length = fingerprint
-                    data = verification_data(article_sketch, f"{title}\n{content}")
-                    results[i] = Fingerprint(
-                        simhash, content_hash, data, bands, shingles, text_chars=length
-                    )
-            return _with_empty_text_errors(results)
+            self._native_batch(self._kernel, valid, titles, contents, results)
+        else:
+            self._reference_batch(valid, titles, contents, results, explain)
+        return _with_empty_text_errors(results)
 
+    def _native_batch(
+        self,
+        kernel: Kernel,
+        valid: list[int],
+        titles: list[str],
+        contents: list[str],
+        results: list[Fingerprint | NewsdedupError | None],
+    ) -> None:
+        """Everything after normalization in the native kernel, one call per batch: into
+        `results[valid[k]]` the fingerprint of the k-th normalized title and content."""
+        computed = kernel.fingerprint_many(
+            titles, contents, self.options.title_weight, self.options.max_terms or 0
+        )
+        for i, title, content, fingerprint in zip(valid, titles, contents, computed, strict=True):
+            if fingerprint is not None:
+                simhash, content_hash, article_sketch, bands, shingles, length = fingerprint
+                data = verification_data(article_sketch, f"{title}\n{content}")
+                results[i] = Fingerprint(
+                    simhash, content_hash, data, bands, shingles, text_chars=length
+                )
+
+    def _reference_batch(
+        self,
+        valid: list[int],
+        titles: list[str],
+        contents: list[str],
+        results: list[Fingerprint | NewsdedupError | None],
+        explain: bool,
+    ) -> None:
+        """The pure-Python path, which the native kernel must equal, and the only one that
+        explains (lists each fingerprint's terms): into `results[valid[k]]` the fingerprint of
+        the k-th normalized title and content."""
         if self._terms is None:
             self._terms = TermExtractor(self.options.engine)
-        title_weight = self.options.title_weight
         docs: list[int] = []  # items with at least one term
         counts: list[Counter[str]] = []
         content_hashes: list[bytes] = []
@@ -192,13 +216,7 @@ class Fingerprinter:
         extras: list[tuple[bytes, bytes]] = []  # band keys and shingles record
         lengths: list[int] = []
         for i, title, content in zip(valid, titles, contents, strict=True):
-            if title_weight == 1.0:
-                # The space keeps title and content words apart, so this equals counting each.
-                c = self._terms.count(f"{title} {content}")
-            else:
-                c = self._terms.count(content)
-                for term, n in self._terms.count(title).items():
-                    c[term] = c.get(term, 0) + title_weight * n
+            c = self._term_counts(self._terms, title, content)
             if c:
                 docs.append(i)
                 counts.append(c)
@@ -210,7 +228,7 @@ class Fingerprinter:
                 extras.append(bands_and_shingles(kind, hashes, minima))
                 lengths.append(len(text))
         if not docs:
-            return _with_empty_text_errors(results)
+            return
 
         # All terms of the batch in flat arrays, article after article.
         sizes = list(map(len, counts))
@@ -226,19 +244,7 @@ class Fingerprinter:
             keep = _heaviest(weights, hashes, sizes, max_terms)
             sizes = [min(n, max_terms) for n in sizes]
         bounds = [0, *accumulate(sizes)]
-
-        # Vote: bit j of every term hash adds its weight for 1 and subtracts it for 0. One small
-        # integer product per article: a batch-wide segmented sum builds a 64-column temporary.
-        votes_w = np.rint(weights[keep] * _WEIGHT_SCALE).astype(np.int64)
-        bits = np.unpackbits(
-            hashes[keep].astype("<u8", copy=False).view(np.uint8).reshape(-1, 8),
-            axis=1,
-            bitorder="little",
-        )
-        votes = np.stack(
-            [2 * (votes_w[a:b] @ bits[a:b]) - votes_w[a:b].sum() for a, b in pairwise(bounds)]
-        )
-        simhashes = np.packbits(votes > 0, axis=1, bitorder="little").view("<u8").ravel()
+        simhashes = _vote(weights[keep], hashes[keep], bounds)
 
         for j, (i, simhash, content_hash, article_sketch, (bands, shingles), length) in enumerate(
             zip(docs, simhashes.tolist(), content_hashes, sketches, extras, lengths, strict=True)
@@ -260,7 +266,18 @@ class Fingerprinter:
             results[i] = Fingerprint(
                 simhash, content_hash, article_sketch, bands, shingles, length, explained
             )
-        return _with_empty_text_errors(results)
+
+    def _term_counts(self, terms: TermExtractor, title: str, content: str) -> Counter[str]:
+        """How often each term occurs in the article, a title's counting `title_weight` times
+        as much."""
+        title_weight = self.options.title_weight
+        if title_weight == 1.0:
+            # The space keeps title and content words apart, so this equals counting each.
+            return terms.count(f"{title} {content}")
+        c = terms.count(content)
+        for term, n in terms.count(title).items():
+            c[term] = c.get(term, 0) + title_weight * n
+        return c
 
 
 def _with_empty_text_errors(
@@ -268,6 +285,22 @@ def _with_empty_text_errors(
 ) -> list[Fingerprint | NewsdedupError]:
     """Articles left without a result had no term to fingerprint."""
     return [EmptyTextError(_NOTHING_TO_FINGERPRINT) if r is None else r for r in results]
+
+
+def _vote(weights: np.ndarray, hashes: np.ndarray, bounds: list[int]) -> np.ndarray:
+    """The SimHashes of the articles whose terms are `bounds[j]:bounds[j + 1]` of `weights` and
+    `hashes`: bit j of every term hash adds its weight for 1 and subtracts it for 0. One small
+    integer product per article: a batch-wide segmented sum builds a 64-column temporary."""
+    votes_w = np.rint(weights * _WEIGHT_SCALE).astype(np.int64)
+    bits = np.unpackbits(
+        hashes.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8),
+        axis=1,
+        bitorder="little",
+    )
+    votes = np.stack(
+        [2 * (votes_w[a:b] @ bits[a:b]) - votes_w[a:b].sum() for a, b in pairwise(bounds)]
+    )
+    return np.packbits(votes > 0, axis=1, bitorder="little").view("<u8").ravel()
 
 
 def _heaviest(weights: np.ndarray, hashes: np.ndarray, sizes: list[int], limit: int) -> np.ndarray:

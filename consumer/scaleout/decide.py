@@ -42,10 +42,10 @@ from consumer.scaleout.wire import (
     decode_fingerprinted,
     encode_change,
 )
-from consumer.stream.checkpoint import Delivered, Outputs, Record
 from consumer.stream.clients import consumer_config, ensure_output_topics, topic_partitions
 from consumer.stream.disorder import DisorderWatch
 from consumer.stream.eventtime import reorder_window
+from consumer.stream.outputs import Delivered, Outputs, Record
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving

@@ -25,8 +25,8 @@ from consumer.ops.metrics import Metrics
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
 from consumer.scaleout.domains import domain_dir_name
 from consumer.scaleout.wire import domain_partition, encode_fingerprinted
-from consumer.stream.checkpoint import Delivered, NoIndexWrite, Outputs, Record
 from consumer.stream.clients import ensure_output_topics
+from consumer.stream.outputs import Delivered, NoIndexWrite, Outputs, Record
 from consumer.stream.parsing import Invalid, InvalidReason
 from consumer.stream.pipeline import Message, Rejection
 from consumer.stream.service import Service

@@ -13,21 +13,19 @@ decisions are never visible to read_committed readers, and the retry re-emits th
 article table). Writing the index after the outputs would let a crash lose index entries for
 decisions already published: later duplicates of those articles would be missed.
 
-At ~530 lines this module is over the project's ~500: it is the one place where every way a
-broker call can fail mid-batch (refused, timed out, fenced, stuck) is turned into "retry the
-batch" or "stop", and splitting it would spread that across modules.
+It is also the one place where every way a broker call can fail mid-batch (refused, timed
+out, fenced, stuck) is turned into "retry the batch" or "stop". What a batch hands it is data
+(outputs.py); how large a dead letter may be is dead_letters.py's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, final
+from typing import Any, final
 
 from confluent_kafka import (
     Consumer,
@@ -41,6 +39,8 @@ from confluent_kafka import (
 from consumer.config import KafkaConfig
 from consumer.deciding.decision import Source
 from consumer.errors import NewsdedupError
+from consumer.stream.dead_letters import TOO_LARGE, DeadLetterLimit, dead_letter
+from consumer.stream.outputs import Delivered, Outputs
 from consumer.stream.pipeline import Rejection
 
 log = logging.getLogger(__name__)
@@ -70,57 +70,9 @@ _SEND_OFFSETS_S = 30.0
 _SEND_OFFSETS_GRACE_S = 10.0
 
 
-# librdkafka's default message.max.bytes: a record whose key, value and headers pass it is
-# refused by produce() before it is sent.
-_PRODUCER_MAX_BYTES = 1_000_000
-# Room left in a dead letter for the framing both librdkafka and the broker count against the
-# limit (record and batch headers, varints): a few dozen bytes, with a wide margin.
-_FRAMING_BYTES = 1_024
 # A producer fenced again this soon after the last time shares its transactional.id with a
 # live instance: the process stops instead of fencing it back.
 _FENCED_AGAIN_S = 120.0
-# The broker refused one record for its size: no retry of the same record can succeed.
-_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record to publish, as data: every role's outputs are these and dead letters."""
-
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    partition: int | None = None  # None: the producer's partitioner (by key)
-    timestamp_ms: int | None = None  # None: the time it is produced
-    # Whether `Checkpoint.complete` says where it was delivered: only the decide role asks (of
-    # its changelog records), and the others' deliveries then cost no bookkeeping.
-    report_offset: bool = False
-
-
-class IndexWrite(Protocol):
-    def commit(self) -> None: ...
-
-
-class NoIndexWrite:
-    """A batch that writes no index (the fingerprint role): step 1 is empty."""
-
-    def commit(self) -> None:
-        pass
-
-
-@dataclass(slots=True)
-class Outputs:
-    """Everything one batch makes durable, in the order of the protocol."""
-
-    index: IndexWrite  # step 1
-    records: list[Record]  # step 2
-    dead_letters: list[Rejection]  # step 2, each cut to what the DLQ takes
-    stage_seconds: dict[str, float] = field(default_factory=dict)  # the steps' times go here
-
-
-# (topic, partition) -> the greatest offset a batch's records were delivered at, of the
-# records that asked (`Record.report_offset`).
-Delivered = dict[tuple[str, int], int]
 
 
 class ProducerFenced(NewsdedupError):
@@ -164,25 +116,13 @@ class Checkpoint:
         self._delivery_errors: list[tuple[KafkaError, str]] = []
         # Set by the service: true once it has been asked to stop.
         self.stopping: Callable[[], bool] = lambda: False
-        # The largest dead letter both the producer and the DLQ topic take (limit_dead_letters).
-        self.dead_letter_max_bytes = (
-            int(config.client.get("message.max.bytes", _PRODUCER_MAX_BYTES)) - _FRAMING_BYTES
-        )
-        # Dead letters the broker refused for their size: sent again with no value (below).
-        self._refused_dead_letters: set[Source] = set()
+        self.dead_letter_limit = DeadLetterLimit(config.client)
         self._last_fenced: float | None = None
         self._delivered: Delivered = {}
         try:
             self._ensure_producer()  # fences a zombie with our transactional.id right away
         except OutputFailed as e:
             log.warning("%s; retrying with the first batch", e)
-
-    def limit_dead_letters(self, topic_max_bytes: int | None) -> None:
-        """Cut dead letters to the DLQ topic's own `max.message.bytes` too, when it is known."""
-        if topic_max_bytes is not None:
-            self.dead_letter_max_bytes = min(
-                self.dead_letter_max_bytes, topic_max_bytes - _FRAMING_BYTES
-            )
 
     @property
     def producer(self) -> Producer:
@@ -394,25 +334,24 @@ class Checkpoint:
             self._send_dead_letter(rejection)
 
     def _send_dead_letter(self, rejection: Rejection) -> None:
-        """A rejected message to the DLQ, cut to what the producer and the topic take: a message
-        of any size the broker delivered must leave, or it would stop its partition for good.
-        One that the broker still refuses goes again with its headers alone."""
+        """A rejected message to the DLQ, cut to what the producer and the topic take
+        (dead_letters.py); one that the broker still refuses goes again with its headers alone."""
         source = rejection.message.source
-        max_bytes = 0 if source in self._refused_dead_letters else self.dead_letter_max_bytes
+        max_bytes = self.dead_letter_limit.for_message(source)
         on_delivery = partial(self._on_dead_letter_delivery, source)
         try:
             self._send(self.config.dlq_topic, *dead_letter(rejection, max_bytes), on_delivery)
         except OutputFailed as e:
-            if e.code not in _TOO_LARGE or max_bytes == 0:
+            if e.code not in TOO_LARGE or max_bytes == 0:
                 raise
-            self._refused_dead_letters.add(source)
+            self.dead_letter_limit.refused(source)
             self._send(self.config.dlq_topic, *dead_letter(rejection, 0), on_delivery)
 
     def _on_dead_letter_delivery(
         self, source: Source, error: KafkaError | None, message: Message
     ) -> None:
-        if error is not None and error.code() in _TOO_LARGE:
-            self._refused_dead_letters.add(source)
+        if error is not None and error.code() in TOO_LARGE:
+            self.dead_letter_limit.refused(source)
         self._on_delivery(error, message)
 
     def _send(
@@ -492,49 +431,3 @@ class Checkpoint:
             # The partitions moved to another member during the batch: it will re-deliver,
             # and the article table answers those articles identically.
             log.warning("offset commit failed (%s); the new owner re-delivers", e.args[0].str())
-
-
-def dlq_headers(rejection: Rejection) -> list[tuple[str, bytes]]:
-    """Why and where from: the headers every dead letter carries."""
-    source = rejection.message.source
-    return [
-        ("x-error-reason", str(rejection.invalid.reason).encode()),
-        ("x-error-detail", rejection.invalid.detail.encode("utf-8", errors="replace")[:1000]),
-        ("x-source-topic", source.topic.encode()),
-        ("x-source-partition", str(source.partition).encode()),
-        ("x-source-offset", str(source.offset).encode()),
-    ]
-
-
-def dead_letter(
-    rejection: Rejection, max_bytes: int
-) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
-    """Key, value and headers of the dead letter of `rejection`, at most `max_bytes` together.
-
-    The message's own headers come first and its value whole when they fit. Otherwise the value
-    is cut to what fits and `x-error-value-truncated`, `-bytes` and `-sha256` say what the whole
-    was; headers that do not fit even without a value are dropped (`x-error-headers-dropped`).
-    """
-    message = rejection.message
-    key, value = message.key, message.value
-    ours = dlq_headers(rejection)
-    original = list(message.headers)
-
-    def size(value_bytes: int, headers: list[tuple[str, bytes]]) -> int:
-        return len(key or b"") + value_bytes + sum(len(k) + len(v or b"") for k, v in headers)
-
-    if value is None or size(len(value), [*original, *ours]) <= max_bytes:
-        return key, value, [*original, *ours]
-    ours += [
-        ("x-error-value-truncated", b"true"),
-        ("x-error-value-bytes", str(len(value)).encode()),
-        ("x-error-value-sha256", hashlib.sha256(value).hexdigest().encode()),
-    ]
-    if size(0, [*original, *ours]) > max_bytes:
-        ours.append(("x-error-headers-dropped", str(len(original)).encode()))
-        original = []
-    if size(0, ours) > max_bytes and key:
-        ours.append(("x-error-key-bytes", str(len(key)).encode()))
-        key = None
-    room = max(max_bytes - size(0, [*original, *ours]), 0)
-    return key, value[:room], [*original, *ours]

@@ -22,11 +22,11 @@ from confluent_kafka.admin import AdminClient
 from consumer.deciding.article import Analyzed
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
-from consumer.stream.checkpoint import Delivered, Outputs, Record
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.disorder import DisorderWatch
 from consumer.stream.eventtime import EventTimeOrder, reorder_window, time_of
 from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
+from consumer.stream.outputs import Delivered, Outputs, Record
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
 from consumer.stream.stage import Runtime, Work, count_decisions, serving

@@ -33,9 +33,10 @@ from consumer.errors import NewsdedupError
 from consumer.ops.health import HealthServer, HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
-from consumer.stream.checkpoint import Checkpoint, OutputFailed, Outputs
+from consumer.stream.batch_report import BatchReport
+from consumer.stream.broker_errors import BrokerErrors, KafkaFatalError
+from consumer.stream.checkpoint import Checkpoint, OutputFailed
 from consumer.stream.clients import (
-    REFUSAL_CODES,
     admin_config,
     consumer_config,
     group_instance_id,
@@ -49,18 +50,8 @@ from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
 log = logging.getLogger("newsdedup.service")
 
-_FATAL_CODES = REFUSAL_CODES
-# A consumer's own fatal errors arrive as records: _FATAL (with fatal() false on the record),
-# e.g. a static member fenced by a newer one with the same group.instance.id.
-_CONSUMER_FATAL_CODES = _FATAL_CODES | {KafkaError._FATAL, KafkaError.FENCED_INSTANCE_ID}
-_THROUGHPUT_LOG_S = 30.0
-_ERROR_LOG_EVERY_S = 10.0
 # A stop that could not finish in [service] stop_timeout (the broker is gone mid-batch).
 EXIT_STOP_TIMEOUT = 3
-
-
-class KafkaFatalError(NewsdedupError):
-    """The broker refused us for good (credentials, authorization, fencing): do not retry."""
 
 
 class Service:
@@ -80,18 +71,14 @@ class Service:
         self.metrics = metrics or Metrics()
         self.health = HealthState(stuck_after_s=config.service.stuck_after.seconds)
         self._stop = threading.Event()
-        self._fatal: str | None = None
-        self._last_error_log: dict[int, float] = {}
+        self._errors = BrokerErrors(self.health, log)
         self._input_partitions = 0
         # The input partitions there were at the start, and those assigned since: any other
         # assigned was added to the topic while the service ran.
         self._known_input_partitions: set[int] = set()
         self._input_gaps = InputGaps(self.metrics, config.kafka.auto_offset_reset, log)
         self._dlq_max_bytes: int | None = None
-        self._decided_since_log = 0
-        # Seconds spent on batches (poll to durable) since the last throughput line.
-        self._busy_since_log = 0.0
-        self._last_throughput_log = time.monotonic()
+        self._report = BatchReport(self.metrics, log)
         self.http: HealthServer | None = None
         self._admin: AdminClient | None = None
         self.group_instance_id = group_instance_id(
@@ -103,7 +90,7 @@ class Service:
             self.metrics,
             self.health,
             self._stop,
-            self._raise_if_fatal,
+            self._errors.raise_if_fatal,
         )
         if stage is None:
             from consumer.stream.role_all import AllStage
@@ -169,7 +156,10 @@ class Service:
     # -- startup ---------------------------------------------------------------------------
 
     def _serve(self) -> None:
-        settings: dict[str, Any] = {**admin_config(self.config.kafka), "error_cb": self._on_error}
+        settings: dict[str, Any] = {
+            **admin_config(self.config.kafka),
+            "error_cb": self._errors.on_error,
+        }
         self._admin = AdminClient(settings)
         self.runtime.admin = self._admin
         try:
@@ -198,7 +188,7 @@ class Service:
                 "group.instance.id": self.group_instance_id,
                 **consumer_config(kafka),
                 **self.stage.consumer_settings(),
-                "error_cb": self._on_error,
+                "error_cb": self._errors.on_error,
                 "stats_cb": self._on_stats,
             }
         )
@@ -206,7 +196,7 @@ class Service:
         try:
             checkpoint = Checkpoint(consumer, self._make_producer, kafka)
             checkpoint.stopping = self._stop.is_set
-            checkpoint.limit_dead_letters(self._dlq_max_bytes)
+            checkpoint.dead_letter_limit.limit_to_topic(self._dlq_max_bytes)
             # After the checkpoint's producer has started: under exactly_once it fences a
             # killed predecessor and aborts its open transaction, whose pending offsets would
             # otherwise hold up reading the committed ones until that transaction times out.
@@ -243,7 +233,9 @@ class Service:
         log_event(log, logging.INFO, "left the consumer group", group=self.config.kafka.group_id)
 
     def _make_producer(self) -> Producer:
-        return Producer({**producer_config(self.config.kafka), "error_cb": self._on_producer_error})
+        return Producer(
+            {**producer_config(self.config.kafka), "error_cb": self._errors.on_producer_error}
+        )
 
     def _wait_for_input_topic(self, admin: AdminClient) -> int | None:
         """Partition count of the input topic, waiting with backoff while the broker is down or
@@ -251,10 +243,12 @@ class Service:
         topic = self.config.kafka.input_topic
 
         def partitions() -> int:
-            self._raise_if_fatal()
+            self._errors.raise_if_fatal()
             self.health.turn()
             try:
-                count = topic_partitions(admin, topic, timeout=5.0, check=self._raise_if_fatal)
+                count = topic_partitions(
+                    admin, topic, timeout=5.0, check=self._errors.raise_if_fatal
+                )
             except KafkaException:
                 self.health.broker_reachable = False
                 raise
@@ -288,7 +282,7 @@ class Service:
         backoff = Backoff(0.5)
         while not self._stop.is_set():
             self.health.turn()
-            self._raise_if_fatal()
+            self._errors.raise_if_fatal()
             records = consumer.consume(max_messages, wait_s)
             polled_at = time.perf_counter()
             messages, at_end = self._valid_records(consumer, records)
@@ -305,7 +299,7 @@ class Service:
                     backoff.wait(self._stop)
                     break
             self.stage.housekeeping()
-            self._log_throughput(time.monotonic())
+            self._report.log_throughput(time.monotonic())
 
     def _valid_records(
         self, consumer: Consumer, records: Sequence[KafkaMessage]
@@ -320,10 +314,8 @@ class Service:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF and partition is not None:
                     at_end.add(partition)
-                elif error.fatal() or error.code() in _CONSUMER_FATAL_CODES:
-                    self._fatal = error.str()
                 else:
-                    log_event(log, logging.WARNING, "consume error", error=error.str())
+                    self._errors.on_consumed_error(error)
                 continue
             if topic is None or partition is None or offset is None:
                 continue  # only events lack them, and events carry an error
@@ -368,7 +360,7 @@ class Service:
             self.stage.rewind(consumer, work)
             return False
         self.health.output_error = None
-        self._record(work, outputs, polled_at, time.perf_counter())
+        self._report.durable(work, outputs, polled_at, time.perf_counter())
         self.stage.durable(work, decided, delivered)
         return True
 
@@ -380,47 +372,6 @@ class Service:
             self._ensure_topics(self._admin)
         except (NewsdedupError, KafkaException) as e:
             log_event(log, logging.WARNING, "cannot create the missing topic yet", error=str(e))
-
-    def _record(self, work: Work, outputs: Outputs, polled_at: float, durable: float) -> None:
-        """What every role's batch tells the metrics: its size and times, its dead letters."""
-        m = self.metrics
-        for stage, seconds in outputs.stage_seconds.items():
-            m.stage_seconds.labels(stage).observe(seconds)
-        m.batch_size.observe(len(work.messages))
-        for _ in work.messages:
-            m.process_seconds.observe(durable - polled_at)
-        for rejection in outputs.dead_letters:
-            m.invalid.labels(str(rejection.invalid.reason)).inc()
-            log_event(
-                log,
-                logging.WARNING,
-                "message sent to the dead-letter topic",
-                reason=str(rejection.invalid.reason),
-                detail=rejection.invalid.detail,
-                topic=rejection.message.source.topic,
-                partition=rejection.message.source.partition,
-                offset=rejection.message.source.offset,
-            )
-        self._decided_since_log += len(work.messages)
-        self._busy_since_log += durable - polled_at
-
-    def _log_throughput(self, now: float) -> None:
-        if now - self._last_throughput_log < _THROUGHPUT_LOG_S:
-            return
-        # The rate of the work itself: over the whole interval, a quiet feed read as a slow one.
-        busy = self._busy_since_log
-        log_event(
-            log,
-            logging.INFO,
-            "throughput",
-            messages=self._decided_since_log,
-            busy_s=round(busy, 1),
-            interval_s=round(now - self._last_throughput_log, 1),
-            per_second=round(self._decided_since_log / busy, 1) if busy > 0 else 0.0,
-        )
-        self._decided_since_log = 0
-        self._busy_since_log = 0.0
-        self._last_throughput_log = now
 
     # -- librdkafka callbacks (called from inside consume) -----------------------------------
 
@@ -479,29 +430,6 @@ class Service:
         self.metrics.consumer_lag.clear()
         log_event(log, level, event, partitions=sorted(p.partition for p in partitions))
 
-    def _on_error(self, error: KafkaError) -> None:
-        if error.fatal() or error.code() in _FATAL_CODES:
-            self._fatal = error.str()
-        else:
-            self._log_transient(error)
-
-    def _on_producer_error(self, error: KafkaError) -> None:
-        # A producer that failed fatally is replaced by the checkpoint; only refusals
-        # (credentials, authorization) stop the service.
-        if error.code() in _FATAL_CODES:
-            self._fatal = error.str()
-        else:
-            self._log_transient(error)
-
-    def _log_transient(self, error: KafkaError) -> None:
-        if error.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.health.broker_reachable = False
-        # librdkafka reports every failed reconnect; one line per kind every 10 s is enough.
-        now = time.monotonic()
-        if now - self._last_error_log.get(error.code(), -1e9) >= _ERROR_LOG_EVERY_S:
-            self._last_error_log[error.code()] = now
-            log_event(log, logging.WARNING, "kafka error", error=error.str())
-
     def _on_stats(self, stats_json: str) -> None:
         stats = json.loads(stats_json)
         brokers = stats.get("brokers", {}).values()
@@ -517,7 +445,3 @@ class Service:
                 # Only partitions being fetched: stats keep stale figures for revoked ones.
                 if pid != "-1" and lag >= 0 and p.get("fetch_state") == "active":
                     self.metrics.consumer_lag.labels(topic, pid).set(lag)
-
-    def _raise_if_fatal(self) -> None:
-        if self._fatal:
-            raise KafkaFatalError(f"Kafka refused the service: {self._fatal}")

@@ -27,7 +27,7 @@ from consumer.deciding.decision import Decision, DecisionKind
 from consumer.ops.health import HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
-from consumer.stream.checkpoint import Delivered, Outputs
+from consumer.stream.outputs import Delivered, Outputs
 from consumer.stream.pipeline import Message, wall_clock_ms
 from consumer.stream.workers import Analyzer
 

@@ -110,11 +110,12 @@ def test_check_rejections_name_the_line_and_the_offset(tmp_path: Path) -> None:
 def test_throughput_is_the_rate_of_the_work_not_of_the_interval(caplog) -> None:
     service = Service(load_config(environ={}))
     now = time.monotonic()
-    service._last_throughput_log = now - 30
-    service._decided_since_log = 1000
-    service._busy_since_log = 2.0
+    report = service._report
+    report._last_throughput_log = now - 30
+    report._decided_since_log = 1000
+    report._busy_since_log = 2.0
     with caplog.at_level(logging.INFO, logger="newsdedup.service"):
-        service._log_throughput(now)
+        report.log_throughput(now)
     (record,) = [r for r in caplog.records if r.getMessage() == "throughput"]
     assert record.fields["per_second"] == 500.0
     assert record.fields["busy_s"] == 2.0 and record.fields["interval_s"] == 30.0

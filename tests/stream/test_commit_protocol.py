@@ -16,7 +16,8 @@ from confluent_kafka import KafkaError, TopicPartition
 from consumer.config import KafkaConfig
 from consumer.deciding.decision import Source
 from consumer.stream import checkpoint as checkpoint_module
-from consumer.stream.checkpoint import Checkpoint, OutputFailed, Outputs, Record
+from consumer.stream.checkpoint import Checkpoint, OutputFailed
+from consumer.stream.outputs import Outputs, Record
 from consumer.stream.parsing import Invalid, InvalidReason
 from consumer.stream.pipeline import Message, Rejection
 

@@ -21,7 +21,8 @@ from secure_broker import SecureBroker, make_certificates, new_password, start_s
 from service_support import NEWSDEDUP, ServiceProcess, Topics, read_all
 
 from consumer.config import load_config
-from consumer.stream.service import KafkaFatalError, Service
+from consumer.stream.broker_errors import KafkaFatalError
+from consumer.stream.service import Service
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
