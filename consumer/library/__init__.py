@@ -18,6 +18,7 @@ This module is installed as `newsdedup`; in a checkout it lives in consumer/libr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -49,7 +50,14 @@ __all__ = [
 ]
 
 # The sections whose options a Deduplicator takes as keywords, as the service's TOML has them.
-_OPTION_SECTIONS = {"fingerprint": FingerprintConfig, "index": IndexConfig, "match": MatchConfig}
+_OPTION_NAMES = {
+    section: {f.name for f in dataclasses.fields(cls)}
+    for section, cls in (
+        ("fingerprint", FingerprintConfig),
+        ("index", IndexConfig),
+        ("match", MatchConfig),
+    )
+}
 # CPU seconds of fingerprinting in the caller's process before worker processes start (as in
 # `check`): a few thousand articles cost least without them.
 _INLINE_FINGERPRINT_S = 4.0
@@ -233,11 +241,9 @@ def _sections_of(options: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Keyword options by the section they belong to; an unknown one is refused by name."""
     sections: dict[str, dict[str, Any]] = {}
     for name, value in options.items():
-        owner = next(
-            (s for s, cls in _OPTION_SECTIONS.items() if name in cls.__dataclass_fields__), None
-        )
+        owner = next((s for s, names in _OPTION_NAMES.items() if name in names), None)
         if owner is None:
-            known = sorted(f for cls in _OPTION_SECTIONS.values() for f in cls.__dataclass_fields__)
+            known = sorted(f for names in _OPTION_NAMES.values() for f in names)
             raise TypeError(f"unknown option {name!r}; options are: {', '.join(known)}")
         sections.setdefault(owner, {})[name] = value
     return sections
