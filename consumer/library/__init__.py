@@ -121,7 +121,9 @@ class Deduplicator:
     Threads: one `Deduplicator` per index directory (a second one, in this process or another,
     is refused: the index is locked while open). Its methods may be called from any thread;
     calls are serialized, so decisions are made one call at a time, in the order the calls
-    take the lock.
+    take the lock. Readers: `newsdedup index stats` and `index get --state DIR` open the
+    directory read-only while it is in use, and see what the calls returned so far had
+    written.
     """
 
     def __init__(

@@ -3,10 +3,12 @@ corpus; clear errors; persistence; one writer at a time under threads."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 
 import pytest
-from checking import run_check
+from checking import NEWSDEDUP, run_check
 from newsdedup import DecisionKind, Deduplicator, InvalidArticle
 
 from consumer.config import ConfigError
@@ -150,3 +152,18 @@ def test_threads_share_one_deduplicator_one_call_at_a_time(tmp_path):
         latest = {**decided, **{c.id: c for c in corrections}}
         again = dedup.decide_many(articles)
         assert {d.id: d.cluster_id for d in again} == {i: d.cluster_id for i, d in latest.items()}
+
+
+def test_a_reader_sees_what_returned_calls_decided_while_the_writer_is_open(tmp_path):
+    article = {"id": "a", "title": "Port", "content": "The port reopened on Monday, they said."}
+    with Deduplicator(tmp_path / "ix", workers=None) as dedup:
+        dedup.decide(article)
+        read = subprocess.run(
+            [*NEWSDEDUP, "index", "get", "a", "--state", str(tmp_path / "ix")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert read.returncode == 0, read.stderr
+        assert json.loads(read.stdout)["cluster_id"] == "a"
