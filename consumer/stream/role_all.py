@@ -244,11 +244,15 @@ class AllStage:
 
     def _read(self, message: Message) -> bool:
         """Whether a polled record is to be decided: not when it was read already, or decided
-        before a restart or a move (its partition's commit says so)."""
+        before a restart or a move (its partition's commit says so). One to be decided holds
+        its partition's commit back from now on, while the workers fingerprint it too."""
         reads = self._reads.get(message.source.partition)
         if reads is None:  # assigned without a look at its commit: from the first record
             reads = self._reads[message.source.partition] = PartitionReads.from_commit(None, None)
-        return reads.read(message.source.offset)
+        if not reads.read(message.source.offset):
+            return False
+        reads.queued[message.source.offset] = message.source.partition
+        return True
 
     def _settle(self) -> None:
         """Queue the batch in flight by partition, once the workers have fingerprinted it."""
@@ -265,9 +269,6 @@ class AllStage:
                 message = dataclasses.replace(message, value=None)
             partition = message.source.partition
             order.add(partition, (message, result), time_of(result), message.timestamp_ms)
-            reads = self._reads.get(partition)
-            if reads is not None:
-                reads.queued[message.source.offset] = partition
         self._disorder.note(order.out_of_order, order.beyond_window)
         order.expect(in_flight.partitions, False)
         for partition in in_flight.at_end:
