@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
@@ -130,14 +130,24 @@ def run_through_kafka(
         with PrivateBroker(options.bootstrap_servers) as bootstrap:
             topics = _Topics.create(bootstrap, options.partitions)
             try:
-                _produce(bootstrap, topics.input, articles, options.partitions, options.seed)
+                # The restart falls between the feed's two halves: the second is published
+                # only once the first is answered, so however fast the service, it is
+                # restarted in the middle of the feed. Each half is in publish order, so
+                # this keeps check's order.
+                feed = _Backlog(bootstrap, topics.input, articles, options.partitions, options.seed)
+                feed.produce(0, (len(articles) + 1) // 2)
                 with tempfile.TemporaryDirectory(prefix="newsdedup-eval-kafka-") as tmp:
                     service = _Service(
                         bootstrap, topics, options, config, Path(tmp), environment or {}
                     )
                     try:
                         latest, error = _read_decisions(
-                            bootstrap, topics, articles, service, delivered
+                            bootstrap,
+                            topics,
+                            articles,
+                            service,
+                            delivered,
+                            lambda: feed.produce((len(articles) + 1) // 2, len(articles)),
                         )
                     finally:
                         service.kill()
@@ -194,48 +204,57 @@ def partition_of_each(articles: Sequence[Article], partitions: int, seed: int) -
     return [rng.randrange(partitions) for _ in articles]
 
 
-def _produce(
-    bootstrap: str, topic: str, articles: Sequence[Article], partitions: int, seed: int
-) -> None:
-    """Every article, keyed by its id, in feed order: each partition is in publish order.
-    Each record is stamped 1 ms after the one before, as a feed written one article at a time
-    would be (a bulk producer puts hundreds into one millisecond): articles published at the
-    same time (dates given to the day) then keep their feed order in the service, which breaks
-    such ties by the record's timestamp, as `check` keeps the file's order."""
-    producer = Producer(
-        _client(
-            bootstrap, **{"linger.ms": 20, "enable.idempotence": True, "compression.type": "lz4"}
-        )
-    )
-    failures: list[str] = []
+class _Backlog:
+    """The feed, keyed by article id, each article on its partition (at random, the same for
+    a seed): each partition is in publish order. Each record is stamped 1 ms after the one
+    before, as a feed written one article at a time would be (a bulk producer puts hundreds
+    into one millisecond): articles published at the same time (dates given to the day) then
+    keep their feed order in the service, which breaks such ties by the record's timestamp, as
+    `check` keeps the file's order."""
 
-    def delivered(error: object, _message: object) -> None:
-        if error is not None:
-            failures.append(str(error))
+    def __init__(
+        self, bootstrap: str, topic: str, articles: Sequence[Article], partitions: int, seed: int
+    ) -> None:
+        self.bootstrap, self.topic, self.articles = bootstrap, topic, articles
+        self.partition_of = partition_of_each(articles, partitions, seed)
+        self.first_ms = int(time.time() * 1000) - len(articles)
 
-    first_ms = int(time.time() * 1000) - len(articles)
-    for n, (article, partition) in enumerate(
-        zip(articles, partition_of_each(articles, partitions, seed), strict=True)
-    ):
-        value = json.dumps(article.to_message(), ensure_ascii=False).encode("utf-8")
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    value=value,
-                    key=article.id.encode("utf-8"),
-                    partition=partition,
-                    timestamp=first_ms + n,
-                    on_delivery=delivered,
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    if producer.flush(120) or failures:
-        raise NewsdedupError(
-            f"the feed was not all delivered to {topic}: {(failures or ['flush timed out'])[0]}"
+    def produce(self, start: int, stop: int) -> None:
+        """Articles start..stop of the feed, all delivered when this returns."""
+        producer = Producer(
+            _client(
+                self.bootstrap,
+                **{"linger.ms": 20, "enable.idempotence": True, "compression.type": "lz4"},
+            )
         )
+        failures: list[str] = []
+
+        def delivered(error: object, _message: object) -> None:
+            if error is not None:
+                failures.append(str(error))
+
+        for n in range(start, stop):
+            article = self.articles[n]
+            value = json.dumps(article.to_message(), ensure_ascii=False).encode("utf-8")
+            while True:
+                try:
+                    producer.produce(
+                        self.topic,
+                        value=value,
+                        key=article.id.encode("utf-8"),
+                        partition=self.partition_of[n],
+                        timestamp=self.first_ms + n,
+                        on_delivery=delivered,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+        if producer.flush(120) or failures:
+            raise NewsdedupError(
+                f"the feed was not all delivered to {self.topic}: "
+                f"{(failures or ['flush timed out'])[0]}"
+            )
 
 
 # -- the service's processes ------------------------------------------------------------------
@@ -365,9 +384,11 @@ def _read_decisions(
     articles: Sequence[Article],
     service: _Service,
     delivered: Delivered,
+    produce_the_rest: Callable[[], None],
 ) -> tuple[dict[str, Decision], str | None]:
-    """Start the service, restart it midway, and read its decisions until every article is
-    answered and nothing more comes; the latest decision per article, and an error if any."""
+    """Start the service; once half the feed is answered, restart it and `produce_the_rest`;
+    read its decisions until every article is answered and nothing more comes: the latest
+    decision per article, and an error if any."""
     feed_ids = {a.id for a in articles}
     reader = Consumer(
         _client(
@@ -409,6 +430,8 @@ def _read_decisions(
             if not delivered.restart_exit_codes and 2 * answered >= len(feed_ids):
                 delivered.decided_before_restart = answered
                 delivered.restart_exit_codes = service.restart(delivered.restart)
+                produce_the_rest()
+                last_new = time.perf_counter()
                 continue
             for message in reader.consume(500, 0.1):
                 if message.error():
