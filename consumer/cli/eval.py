@@ -66,8 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kafka = parser.add_argument_group(
         "through the service",
         "With --through-kafka, the feed also goes through a real broker and `newsdedup run`: "
-        "spread over the partitions at random (--seed), all produced before the service "
-        "starts, which is stopped and started again once half the articles are decided; the "
+        "spread over the partitions at random (--seed), the first half produced before the "
+        "service starts, which is stopped and started again once that half is decided and "
+        "before the second half is produced; the "
         "latest decision per article is scored like check's (row newsdedup-kafka). Without "
         "--bootstrap-servers it starts a private broker with scripts/kafka-local, which only "
         "a source checkout has.",

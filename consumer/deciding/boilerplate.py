@@ -7,28 +7,30 @@ short stories under one long template share more than half of their shingles, an
 either would join them into one cluster. They are told apart once the template is known for
 what it is: shingles that many stories of the window carry.
 
-What is counted. Every article that starts a cluster counts the sample of its shingle hashes
-that lie below `COUNTED_BELOW` (a 32nd of the 32-bit hash space, the same for every text, so
-two texts sample a shingle they share alike; at most `COUNTED_AT_MOST` of one article); its
-copies count nothing, so a story reposted fifty times is counted once, while a template is
-counted once for every story it wraps. The index keeps the counts over its window
+What is counted. Every article that starts a cluster counts a sample of its shingle hashes:
+all of them below a bound that is the same for every text, so that two texts sample a shingle
+they share alike (`sample`). A long article's bound is `COUNTED_BELOW`, a 32nd of the 32-bit
+hash space (at most `COUNTED_AT_MOST` keys); a short one samples more densely, up to every
+shingle, since a story of a sentence or two under a long template would otherwise leave next to
+no key of its own. Copies count nothing, so a story reposted fifty times is counted once, while
+a template is counted once for every story it wraps. The index keeps the counts over its window
 (indexstore/frequencies.py), derived from the rows it stores: they survive a crash, a restore
 from the changelog and a rebuild with them, and since they change only as articles are decided
 in event-time order, decisions through Kafka are still those of `check`.
 
 What it changes. A sampled shingle carried by at least `[match] boilerplate_min_articles` of
-those articles is boilerplate. A pair that shares boilerplate is judged on its stories as well:
-if each has a story of its own (`MIN_OWN_KEYS` sampled shingles the other lacks) and their
-stories, the sampled shingles outside boilerplate, have a Jaccard below `[match] min_jaccard`,
-they are no copies, however much their texts share. Every other pair is judged on the Jaccard
-of its texts as before, so the rule only ever takes flags away, and only from pairs that
-share boilerplate: a copy cut short (no story of its own), two posts of one notice (no story
-outside boilerplate at all) and a copy of formulaic news are still found. The story sample is
-a few dozen shingles: near the threshold it errs either way, which is why it only ever takes
-flags away, from pairs whose texts are alike mostly through what many stories carry. An
-article that is itself mostly boilerplate (`SKETCH_TRUST_SHARE`) is never accepted on its
-sketch's estimate alone, which counts the template in: its candidates go to the shingle hashes
-and this rule.
+those articles is boilerplate (`DENSER_MIN_ARTICLES` for a key only short texts sample). A pair
+that shares boilerplate is judged on its stories as well: if each has a story of its own
+(`MIN_OWN_KEYS` sampled shingles the other lacks) and their stories, the sampled shingles
+outside boilerplate, have a Jaccard below `[match] min_jaccard`, they are no copies, however
+much their texts share. Every other pair is judged on the Jaccard of its texts as before, so
+the rule only ever takes flags away, and only from pairs that share boilerplate: a copy cut
+short (no story of its own), two posts of one notice (no story outside boilerplate at all) and
+a copy of formulaic news are still found. The story sample is a few dozen shingles: near the
+threshold it errs either way, which is why it only ever takes flags away, from pairs whose
+texts are alike mostly through what many stories carry. An article that is itself mostly
+boilerplate (`SKETCH_TRUST_SHARE`) is never accepted on its sketch's estimate alone, which
+counts the template in: its candidates go to the shingle hashes and this rule.
 """
 
 from __future__ import annotations
@@ -36,29 +38,63 @@ from __future__ import annotations
 import numpy as np
 
 from consumer.deciding import stored
-from consumer.fingerprint.shingles import low_values
+from consumer.fingerprint.shingles import BOTTOM, low_values
 from indexstore import Batch
 
 COUNTED_BELOW = 1 << 27
 COUNTED_AT_MOST = 64
+# A short text samples deeper, from the densest of these bounds that leaves it at most
+# `DENSER_AT_MOST` keys (2^32 - 1: every value but one, the same for every text).
+DENSER_BOUNDS = (0xFFFFFFFF, 1 << 31, 1 << 30, 1 << 29, 1 << 28)
+DENSER_AT_MOST = 128
 # From this share of boilerplate in an article's own sample on, a template may carry a sketch
 # estimate past the verify margin (0.15): its candidates are settled from the shingle hashes.
 SKETCH_TRUST_SHARE = 0.1
 # Each of two different stories has at least this many sampled keys the other lacks: a copy cut
 # short has none, two posts of one notice (all boilerplate) neither.
 MIN_OWN_KEYS = 3
+# A key only a denser sample holds (short texts) is boilerplate from this many stories on,
+# whatever less `[match] boilerplate_min_articles` asks: short items of one series share their
+# phrasing (a book out in a fifth language, a quarterly dividend) with a few others, where a
+# template is carried by hundreds.
+DENSER_MIN_ARTICLES = 10
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)
 
 
-def sampled_keys(shingles: bytes) -> np.ndarray:
-    """The sample of an article's shingle hashes that boilerplate is counted and judged on."""
+def sample(shingles: bytes) -> tuple[np.ndarray, int]:
+    """The sample of an article's shingle hashes that boilerplate is counted and judged on,
+    and the bound below which it holds every value of the text.
+
+    Every text holds all its values below one of a few bounds that are the same for every
+    text, so that two texts sample a shingle they share alike: the densest bound that leaves
+    it at most `COUNTED_AT_MOST` values (and below which its record is complete), else
+    `COUNTED_BELOW`, cut to its smallest `COUNTED_AT_MOST` values. A long article samples a
+    32nd of its shingles; a short one, which would leave a template's shingles and next to
+    none of its own story at that rate, samples up to all of them."""
     if not shingles:
-        return _NO_KEYS
+        return _NO_KEYS, COUNTED_BELOW
     try:
-        return low_values(shingles, COUNTED_BELOW, COUNTED_AT_MOST)
+        values = low_values(shingles, DENSER_BOUNDS[0], BOTTOM)
     except ValueError:
-        return _NO_KEYS
+        return _NO_KEYS, COUNTED_BELOW
+    # Below its largest value, a record holds every value of its text; a record of fewer
+    # than BOTTOM values holds them all.
+    complete_below = DENSER_BOUNDS[0] if len(values) < BOTTOM else int(values[-1])
+    for bound in DENSER_BOUNDS:
+        if bound <= complete_below:
+            n = int(np.searchsorted(values, bound))
+            if n <= DENSER_AT_MOST:
+                return values[:n], bound
+    n = int(np.searchsorted(values, COUNTED_BELOW))
+    if n <= COUNTED_AT_MOST:
+        return values[:n], COUNTED_BELOW
+    return values[:COUNTED_AT_MOST], int(values[COUNTED_AT_MOST - 1]) + 1
+
+
+def sampled_keys(shingles: bytes) -> np.ndarray:
+    """The sample of an article's shingle hashes that boilerplate is counted on (`sample`)."""
+    return sample(shingles)[0]
 
 
 class StoryStarters:
@@ -74,14 +110,12 @@ class StoryStarters:
 STORY_STARTERS = StoryStarters()
 
 
-def comparable(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The two samples over the same range: an article with more than `COUNTED_AT_MOST`
-    sampled shingles keeps only its smallest, so past its largest the other's are cut too."""
-    limit = min(
-        int(a[-1]) if len(a) == COUNTED_AT_MOST else COUNTED_BELOW,
-        int(b[-1]) if len(b) == COUNTED_AT_MOST else COUNTED_BELOW,
-    )
-    return a[a <= limit], b[b <= limit]
+def comparable(
+    a: tuple[np.ndarray, int], b: tuple[np.ndarray, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two samples over the same range: the narrower of their bounds."""
+    limit = min(a[1], b[1])
+    return a[0][a[0] < limit], b[0][b[0] < limit]
 
 
 def stories_differ(ours: set[int], theirs: set[int], boiler: set[int], need: float) -> bool:
@@ -109,15 +143,19 @@ class ArticleBoilerplate:
         self._batch = batch
         self._min_articles = min_articles
         self._shingles = shingles if min_articles > 0 else b""
-        self._sample: np.ndarray | None = None
+        self._sample: tuple[np.ndarray, int] | None = None
         self._share: float | None = None
 
     @property
-    def _keys(self) -> np.ndarray:
+    def _own(self) -> tuple[np.ndarray, int]:
         # Taken when a candidate first needs it: most articles have none that does.
         if self._sample is None:
-            self._sample = sampled_keys(self._shingles)
+            self._sample = sample(self._shingles)
         return self._sample
+
+    @property
+    def _keys(self) -> np.ndarray:
+        return self._own[0]
 
     @property
     def trusts_sketch(self) -> bool:
@@ -125,7 +163,7 @@ class ArticleBoilerplate:
         if not len(self._keys):
             return True
         if self._share is None:
-            boiler = self._batch.frequencies(self._keys) >= self._min_articles
+            boiler = self._is_boilerplate(self._keys)
             self._share = float(boiler.mean())
         return self._share < SKETCH_TRUST_SHARE
 
@@ -133,14 +171,24 @@ class ArticleBoilerplate:
         """`stories_differ` of the article and a candidate, as the window knows their keys."""
         if not len(self._keys):
             return False
-        a, b = comparable(self._keys, sampled_keys(candidate_shingles))
+        candidate = sample(candidate_shingles)
+        a, b = comparable(self._own, candidate)
         # A few dozen keys each: Python's sets beat NumPy's set routines at this size.
         ours, theirs = set(a.tolist()), set(b.tolist())
         union = sorted(ours | theirs)
         if not union:
             return False
-        frequencies = self._batch.frequencies(np.array(union, dtype=np.uint32))
-        boiler = {
-            k for k, n in zip(union, frequencies.tolist(), strict=True) if n >= self._min_articles
-        }
+        keys = np.array(union, dtype=np.uint32)
+        boiler = set(keys[self._is_boilerplate(keys)].tolist())
         return stories_differ(ours, theirs, boiler, need)
+
+    def _is_boilerplate(self, keys: np.ndarray) -> np.ndarray:
+        """Which of these sampled keys enough stories of the window carry. A key above the
+        long sample's bound is counted by short texts alone, which share phrasing more often:
+        it needs `DENSER_MIN_ARTICLES`."""
+        least = np.where(
+            keys >= COUNTED_BELOW,
+            max(self._min_articles, DENSER_MIN_ARTICLES),
+            self._min_articles,
+        )
+        return self._batch.frequencies(keys) >= least

@@ -87,3 +87,21 @@ def test_copies_under_a_learned_footer_are_still_found(tmp_path: Path) -> None:
     missed = [c for c in copies if c in found_without and decisions[c]["decision"] == "unique"]
     assert missed == []
     assert len([c for c in copies if decisions[c]["decision"] != "unique"]) >= 28
+
+
+def test_stories_of_a_sentence_under_a_learned_footer_six_times_longer_flag_none_of_200(
+    tmp_path: Path,
+) -> None:
+    # Twenty stories of 300-450 characters under the 650-character footer make it known; then
+    # briefs of 100 characters under it (the openings of 200 other unrelated stories), any two
+    # of which share about 0.7 of their shingles, all of them the footer's.
+    stories = unrelated(20, max_chars=450)
+    known = [truth.shingles(text_of(a)) for a in stories]
+    others = [
+        a
+        for a in unrelated(240)
+        if all(len(truth.shingles(text_of(a)) & k) < 0.2 * len(k) for k in known)
+    ][:200]
+    briefs = [{**a, "content": a["content"][:100]} for a in others]
+    decisions = run_check(tmp_path, [with_footer(a) for a in stories + briefs])
+    assert [d["id"] for d in decisions if d["decision"] != "unique"] == []

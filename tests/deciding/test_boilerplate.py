@@ -9,7 +9,10 @@ from hypothesis import strategies as st
 from consumer.deciding.boilerplate import (
     COUNTED_AT_MOST,
     COUNTED_BELOW,
+    DENSER_AT_MOST,
+    DENSER_BOUNDS,
     comparable,
+    sample,
     sampled_keys,
     stories_differ,
 )
@@ -57,15 +60,44 @@ def test_less_boilerplate_never_makes_stories_differ(
         assert ours & theirs & boiler
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 2**64 - 1), max_size=2000), st.sampled_from([b"C", b"W"]))
-def test_the_sample_is_every_value_below_the_bound_up_to_the_cap(
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.lists(st.integers(0, 2**64 - 1), max_size=2000),
+        st.lists(st.integers(0, 2**64 - 1), max_size=300),  # short texts: denser samples
+    ),
+    st.sampled_from([b"C", b"W"]),
+)
+def test_the_sample_is_every_value_of_the_text_below_a_shared_bound(
     hashes: list[int], kind: bytes
 ) -> None:
+    """Checked against the whole text, not only the 512 values its record keeps: a text
+    samples every one of its values below its bound, and the bound is one that every text
+    may take (or, past the cap, the long sample cut at its largest key), so two texts sample
+    alike every value they share below the narrower of their bounds."""
+    record = encode_shingles(kind, np.array(hashes, dtype=np.uint64))
+    everything = sorted({h >> 32 for h in hashes})
+    keys, bound = sample(record)
+    assert keys.tolist() == [v for v in everything if v < bound]
+    assert sampled_keys(record).tolist() == keys.tolist()
+    if bound in DENSER_BOUNDS:
+        assert len(keys) <= DENSER_AT_MOST
+    elif bound == COUNTED_BELOW:
+        assert len(keys) <= COUNTED_AT_MOST
+    else:  # a long text, cut to its smallest keys
+        assert len(keys) == COUNTED_AT_MOST and bound == keys[-1] + 1 <= COUNTED_BELOW
+    # The densest bound that keeps the sample within its cap is taken.
+    denser = [b for b in DENSER_BOUNDS if b > bound]
+    for b in denser:
+        assert sum(v < b for v in everything) > DENSER_AT_MOST or len(everything) > 512
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=2000), st.sampled_from([b"C", b"W"]))
+def test_the_native_low_values_are_the_reference(hashes: list[int], kind: bytes) -> None:
     record = encode_shingles(kind, np.array(hashes, dtype=np.uint64))
     values = sorted({h >> 32 for h in hashes})[:512]
     expected = [v for v in values if v < COUNTED_BELOW][:COUNTED_AT_MOST]
-    assert sampled_keys(record).tolist() == expected
     assert low_values(record, COUNTED_BELOW, COUNTED_AT_MOST).tolist() == expected
     assert low_values_reference(record, COUNTED_BELOW, COUNTED_AT_MOST).tolist() == expected
 
@@ -78,6 +110,11 @@ def test_a_malformed_record_has_no_sample() -> None:
 def test_samples_are_compared_over_the_range_both_cover() -> None:
     full = np.arange(COUNTED_AT_MOST, dtype=np.uint32) * 10  # capped: covers up to 630
     short = np.array([5, 15, 700, 900], dtype=np.uint32)
-    a, b = comparable(full, short)
+    a, b = comparable((full, 631), (short, COUNTED_BELOW))
     assert a.tolist() == full.tolist()
     assert b.tolist() == [5, 15]
+    # A short text's denser sample is cut to a long one's bound.
+    dense = np.array([5, COUNTED_BELOW - 1, COUNTED_BELOW, 1 << 30], dtype=np.uint32)
+    a, b = comparable((dense, 1 << 31), (short, COUNTED_BELOW))
+    assert a.tolist() == [5, COUNTED_BELOW - 1]
+    assert b.tolist() == short.tolist()
