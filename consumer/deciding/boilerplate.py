@@ -7,19 +7,19 @@ short stories under one long template share more than half of their shingles, an
 either would join them into one cluster. They are told apart once the template is known for
 what it is: shingles that many stories of the window carry.
 
-What is counted. Every article that starts a cluster counts a sample of its shingle hashes:
-all of them below a bound that is the same for every text, so that two texts sample a shingle
-they share alike (`sample`). A long article's bound is `COUNTED_BELOW`, a 32nd of the 32-bit
-hash space (at most `COUNTED_AT_MOST` keys); a short one samples more densely, up to every
-shingle, since a story of a sentence or two under a long template would otherwise leave next to
-no key of its own. Copies count nothing, so a story reposted fifty times is counted once, while
-a template is counted once for every story it wraps. The index keeps the counts over its window
+What is counted. Every article that starts a cluster counts a sample of its shingle hashes: all
+of them below a bound that is the same for every text, so that two texts sample a shingle they
+share alike (`sample`): the densest of `DENSER_BOUNDS` that leaves it at most `DENSER_AT_MOST`
+keys, else `COUNTED_BELOW`, a 32nd of the 32-bit hash space (at most `COUNTED_AT_MOST` keys). A
+story of a sentence or two under a long template needs the dense sample to keep keys of its
+own. Copies count nothing, so a story reposted fifty times is counted once, while a template is
+counted once for every story it wraps. The index keeps the counts over its window
 (indexstore/frequencies.py), derived from the rows it stores: they survive a crash, a restore
 from the changelog and a rebuild with them, and since they change only as articles are decided
 in event-time order, decisions through Kafka are still those of `check`.
 
 What it changes. A sampled shingle carried by at least `[match] boilerplate_min_articles` of
-those articles is boilerplate (`DENSER_MIN_ARTICLES` for a key only short texts sample). A pair
+those articles is boilerplate (`DENSER_MIN_ARTICLES` for a key only the denser samples hold). A pair
 that shares boilerplate is judged on its stories as well: if each has a story of its own
 (`MIN_OWN_KEYS` sampled shingles the other lacks) and their stories, the sampled shingles
 outside boilerplate, have a Jaccard below `[match] min_jaccard`, they are no copies, however
