@@ -18,19 +18,22 @@ counted once for every story it wraps. The index keeps the counts over its windo
 from the changelog and a rebuild with them, and since they change only as articles are decided
 in event-time order, decisions through Kafka are still those of `check`.
 
-What it changes. A sampled shingle carried by at least `[match] boilerplate_min_articles` of
-those articles is boilerplate (`DENSER_MIN_ARTICLES` for a key only the denser samples hold). A pair
-that shares boilerplate is judged on its stories as well: if each has a story of its own
-(`MIN_OWN_KEYS` sampled shingles the other lacks) and their stories, the sampled shingles
-outside boilerplate, have a Jaccard below `[match] min_jaccard`, they are no copies, however
-much their texts share. Every other pair is judged on the Jaccard of its texts as before, so
-the rule only ever takes flags away, and only from pairs that share boilerplate: a copy cut
-short (no story of its own), two posts of one notice (no story outside boilerplate at all) and
-a copy of formulaic news are still found. The story sample is a few dozen shingles: near the
-threshold it errs either way, which is why it only ever takes flags away, from pairs whose
-texts are alike mostly through what many stories carry. An article that is itself mostly
-boilerplate (`SKETCH_TRUST_SHARE`) is never accepted on its sketch's estimate alone, which
-counts the template in: its candidates go to the shingle hashes and this rule.
+What it changes. A pair that shares boilerplate is judged on its stories as well, in two views,
+and is no copy if either says so. On the long sample's keys (below `COUNTED_BELOW`), a key
+carried by at least `[match] boilerplate_min_articles` of those articles is boilerplate; on the
+dense samples both texts have (short ones), only a template is: a key carried by at least
+`DENSER_MIN_ARTICLES`. If in a view each has a story of its own (`MIN_OWN_KEYS`, on a dense
+sample `MIN_OWN_DENSE_KEYS`, sampled shingles outside boilerplate that the other lacks) and their
+stories, the sampled shingles outside boilerplate, have a Jaccard below `[match] min_jaccard`,
+they are no copies, however much their texts share. Every other pair is judged on the Jaccard
+of its texts as before, so the rule only ever takes flags away, and only from pairs that share
+boilerplate: a copy cut short (no story of its own), two posts of one notice (no story outside
+boilerplate at all) and a copy of formulaic news are still found. The story sample is a few
+dozen shingles: near the threshold it errs either way, which is why it only ever takes flags
+away, from pairs whose texts are alike mostly through what many stories carry. An article that
+is itself mostly boilerplate in its long sample (`SKETCH_TRUST_SHARE`) is never accepted on its
+sketch's estimate alone, which counts the template in: its candidates go to the shingle hashes
+and this rule.
 """
 
 from __future__ import annotations
@@ -53,11 +56,16 @@ SKETCH_TRUST_SHARE = 0.1
 # Each of two different stories has at least this many sampled keys the other lacks: a copy cut
 # short has none, two posts of one notice (all boilerplate) neither.
 MIN_OWN_KEYS = 3
-# A key only a denser sample holds (short texts) is boilerplate from this many stories on,
-# whatever less `[match] boilerplate_min_articles` asks: short items of one series share their
-# phrasing (a book out in a fifth language, a quarterly dividend) with a few others, where a
-# template is carried by hundreds.
-DENSER_MIN_ARTICLES = 10
+# Compared on their dense samples, two articles are told apart by a template: what at least this
+# many stories of the window carry (or `[match] boilerplate_min_articles`, if more). A series of
+# formulaic items (an editorial announced in the same words every day, a book out in its fifth
+# language) shares phrasing with a few dozen others at most, and its items are copies by their
+# texts' Jaccard; a site's template is carried by hundreds of stories a day.
+DENSER_MIN_ARTICLES = 30
+# On a dense sample, two keys the other lacks make a story of its own: a 100-character brief
+# compared with a longer page is sampled at that page's bound, a 16th, which leaves it about
+# six, and a copy cut short still has none.
+MIN_OWN_DENSE_KEYS = 2
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)
 
@@ -118,7 +126,9 @@ def comparable(
     return a[0][a[0] < limit], b[0][b[0] < limit]
 
 
-def stories_differ(ours: set[int], theirs: set[int], boiler: set[int], need: float) -> bool:
+def stories_differ(
+    ours: set[int], theirs: set[int], boiler: set[int], need: float, min_own: int = MIN_OWN_KEYS
+) -> bool:
     """Whether two articles with these sampled keys, of which `boiler` are boilerplate, tell
     two different stories: they share boilerplate, each has a story of its own (at least
     `MIN_OWN_KEYS` keys the other lacks), and their stories' keys have a Jaccard below
@@ -127,7 +137,7 @@ def stories_differ(ours: set[int], theirs: set[int], boiler: set[int], need: flo
     if not both & boiler:
         return False
     own = len(ours - theirs - boiler), len(theirs - ours - boiler)
-    if min(own) < MIN_OWN_KEYS:
+    if min(own) < min_own:
         return False
     shared_story = len(both - boiler)
     return shared_story < need * (shared_story + sum(own))
@@ -160,35 +170,34 @@ class ArticleBoilerplate:
     @property
     def trusts_sketch(self) -> bool:
         """Whether the article's sketch may accept a candidate on its own."""
-        if not len(self._keys):
+        keys = self._keys[self._keys < COUNTED_BELOW]
+        if not len(keys):
             return True
         if self._share is None:
-            boiler = self._is_boilerplate(self._keys)
+            boiler = self._batch.frequencies(keys) >= self._min_articles
             self._share = float(boiler.mean())
         return self._share < SKETCH_TRUST_SHARE
 
     def stories_differ(self, candidate_shingles: bytes, need: float) -> bool:
-        """`stories_differ` of the article and a candidate, as the window knows their keys."""
+        """`stories_differ` of the article and a candidate, as the window knows their keys:
+        on the long sample's keys, or on the dense samples' with a template's count."""
         if not len(self._keys):
             return False
         candidate = sample(candidate_shingles)
         a, b = comparable(self._own, candidate)
-        # A few dozen keys each: Python's sets beat NumPy's set routines at this size.
-        ours, theirs = set(a.tolist()), set(b.tolist())
-        union = sorted(ours | theirs)
-        if not union:
+        union = np.union1d(a, b)
+        if not len(union):
             return False
-        keys = np.array(union, dtype=np.uint32)
-        boiler = set(keys[self._is_boilerplate(keys)].tolist())
-        return stories_differ(ours, theirs, boiler, need)
-
-    def _is_boilerplate(self, keys: np.ndarray) -> np.ndarray:
-        """Which of these sampled keys enough stories of the window carry. A key above the
-        long sample's bound is counted by short texts alone, which share phrasing more often:
-        it needs `DENSER_MIN_ARTICLES`."""
-        least = np.where(
-            keys >= COUNTED_BELOW,
-            max(self._min_articles, DENSER_MIN_ARTICLES),
-            self._min_articles,
+        frequencies = self._batch.frequencies(union)
+        common = union[frequencies >= self._min_articles]
+        # A few dozen keys each: Python's sets beat NumPy's set routines at this size.
+        long_ours = set(a[a < COUNTED_BELOW].tolist())
+        long_theirs = set(b[b < COUNTED_BELOW].tolist())
+        if stories_differ(long_ours, long_theirs, set(common.tolist()), need):
+            return True
+        if min(self._own[1], candidate[1]) <= COUNTED_BELOW:
+            return False
+        templates = union[frequencies >= max(self._min_articles, DENSER_MIN_ARTICLES)]
+        return stories_differ(
+            set(a.tolist()), set(b.tolist()), set(templates.tolist()), need, MIN_OWN_DENSE_KEYS
         )
-        return self._batch.frequencies(keys) >= least
