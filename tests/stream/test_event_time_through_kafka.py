@@ -335,13 +335,7 @@ def _run_scaleout_backlog(
             if instance.process is not None:
                 instance.kill()
     if delivery == "exactly_once":
-        per_id: dict[str, int] = {}
-        for r in records:
-            d = r.json()
-            if not d.get("correction"):
-                per_id[d["id"]] = per_id.get(d["id"], 0) + 1
-        doubled = [i for i, n in per_id.items() if n > 1]
-        assert not doubled, f"{len(doubled)} decided twice, e.g. {doubled[:3]}"
+        _assert_decided_once(records)
     return records
 
 
@@ -423,6 +417,7 @@ def _with_retried_batch(bootstrap: str, feed: list[dict], seed: int) -> Callable
 
 
 def _assert_decided_once(records) -> None:
+    """No article decided twice: every record beyond an article's first is a correction."""
     per_id: dict[str, int] = {}
     for r in records:
         d = r.json()
