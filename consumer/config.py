@@ -183,7 +183,8 @@ class MatchConfig:
     band_candidates: int = 4
     # Shingles this many stories of the window carry are a template's (docs/accuracy.md).
     boilerplate_min_articles: int = 3
-    # Only with max_distance above far_distance: BENCHMARKS.md, "Sketch format 2".
+    # Only with max_distance above far_distance: benchmarks/history/2026-11-25.md,
+    # "Sketch format 2".
     far_distance: int = 12
     far_min_jaccard: float = 0.6
     # Latin-script sentences (MSRP): the same section, "Short texts and sentences".

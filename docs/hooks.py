@@ -1,6 +1,7 @@
 """MkDocs hooks: the pages generated from the repository, so the site cannot drift from it.
 
-- benchmarks.md is BENCHMARKS.md at the repository's root;
+- benchmarks.md is BENCHMARKS.md at the repository's root, and benchmarks/history/*.md its
+  dated history, pages outside nav that BENCHMARKS.md's list links to;
 - the CLI reference is `--help` of every command, from consumer.cli's argparse parsers;
 - the library's API reference is the docstrings and signatures of what `newsdedup` exports;
 - the configuration page embeds config/newsdedup.toml, and its option table is checked
@@ -18,14 +19,34 @@ import sys
 import tomllib
 from pathlib import Path
 
+from mkdocs.structure.files import File, InclusionLevel
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_FILE = ROOT / "config" / "newsdedup.toml"
+HISTORY = ROOT / "benchmarks" / "history"
 log = logging.getLogger("mkdocs.hooks.newsdedup")
+
+
+def on_files(files, config):
+    # The same relative paths as in the repository, so BENCHMARKS.md's links work in both.
+    for path in sorted(HISTORY.glob("*.md")):
+        files.append(
+            File.generated(
+                config,
+                f"benchmarks/history/{path.name}",
+                abs_src_path=str(path),
+                inclusion=InclusionLevel.NOT_IN_NAV,
+            )
+        )
+    return files
 
 
 def on_page_read_source(page, config):
     if page.file.src_uri == "benchmarks.md":
-        return (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+        markdown = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+        # A folder is no page on the site: its link becomes its text (the list of its files
+        # follows it).
+        return re.sub(r"\[([^\]]*)\]\(benchmarks/history/\)", r"\1", markdown)
     return None
 
 

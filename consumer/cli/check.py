@@ -33,8 +33,9 @@ from consumer.stream.workers import Analyzer
 
 # Lines per batch, the unit of fingerprinting ahead, deciding and committing: each commit
 # of a replay spanning months creates the column families of the window it ends in, so fewer,
-# larger batches create fewer (BENCHMARKS.md, "`check` at five times MinHash's speed"). Two
-# batches are in memory at once; the byte bound keeps that small for long articles.
+# larger batches create fewer (benchmarks/history/2026-11-24.md, "`check` at five times
+# MinHash's speed"). Two batches are in memory at once; the byte bound keeps that small for
+# long articles.
 BATCH_LINES = 4000
 BATCH_BYTES = 32 << 20
 # CPU seconds of fingerprinting in this process before the worker processes start: a file

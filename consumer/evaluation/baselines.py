@@ -11,7 +11,7 @@ as both libraries' documentation shows), 128 permutations, threshold 0.5:
   This is what README and BENCHMARKS describe as MinHashLSH "accepting every LSH candidate".
 * `minhash-verified`: datasketch MinHashLSH, the best candidate by estimated Jaccard is the
   match, and only if that estimate is ≥ 0.5. Until the four rows existed this was the row
-  named `minhash`: the "MinHashLSH" figures in BENCHMARKS.md taken before then are this one's.
+  named `minhash`: the "MinHashLSH" figures in benchmarks/history/ taken before then are this one's.
 * `rensa`, `rensa-verified`: the same two rules over rensa's RMinHash and RMinHashLSH (Rust),
   32 bands of 4 rows.
 

@@ -48,9 +48,10 @@ class FingerprintOptions:
 
     engine: str = "rjieba"
     idf_path: str | None = None
-    # Title terms count as much as body terms (1.0). Measured on real pairs (BENCHMARKS.md,
-    # "Title weight"): more title weight moved true near-duplicates apart (re-titled reposts)
-    # and pulled same-headline different-story items (wire series, "快讯") together.
+    # Title terms count as much as body terms (1.0). Measured on real pairs
+    # (benchmarks/history/undated.md, "Title weight"): more title weight moved true
+    # near-duplicates apart (re-titled reposts) and pulled same-headline different-story
+    # items (wire series, "快讯") together.
     title_weight: float = 1.0
     # All terms: at k = 12 they keep 99.4 % of true pairs within k on hkcnews, top-64 98.0 %
     # (BENCHMARKS.md, "Accuracy"); verification, not a term cut, keeps boilerplate out.

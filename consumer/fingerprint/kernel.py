@@ -19,8 +19,8 @@ except ImportError:
     Kernel = None
 
 NATIVE_FINGERPRINT = Kernel is not None
-# What running without each kernel costs (BENCHMARKS.md, "Installed without the native
-# kernels"): the warning at start names it.
+# What running without each kernel costs (benchmarks/history/2026-11-25.md, "Installed
+# without the native kernels"): the warning at start names it.
 FALLBACK_COST = {
     "fingerprint": "fingerprinting about 3× slower",
     "probe": "index checks about 6× slower, with more memory",

@@ -12,10 +12,10 @@ threshold; the 512 smallest distinct 32-bit shingle hashes can, exactly for text
 those candidates (one to five in a hundred articles): Rice-coded gaps, ~1.5 KB an article on
 Chinese news (all the shingles would often be over 2 KB), ~0.3 KB on English wire news.
 
-Replayed offline on all three corpora (BENCHMARKS.md, "Where `check`'s misses come from"), the
-two together take recall to >= 0.999 and precision to >= 0.9992. Their cost, natively: ~11 µs
-to compute both for a 1,400-character article (its sketch alone ~16 µs), ~9 µs to compare two
-records; this Python reference takes ~0.3 ms and ~2 ms.
+Replayed offline on all three corpora (benchmarks/history/2026-11-26.md, "Where `check`'s
+misses come from"), the two together take recall to >= 0.999 and precision to >= 0.9992.
+Their cost, natively: ~11 µs to compute both for a 1,400-character article (its sketch alone
+~16 µs), ~9 µs to compare two records; this Python reference takes ~0.3 ms and ~2 ms.
 
 Shingles format (version 1): b"S", the shingling kind byte of the sketch (b"C" or b"W"), a
 LEB128 count n <= 512, then for n > 0 one byte r (the Rice parameter giving the fewest bits)

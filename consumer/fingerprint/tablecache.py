@@ -1,7 +1,7 @@
 """Tables derived from slow sources (the IDF file, the running Python's Unicode database),
 kept on disk so that a new worker process loads them in milliseconds instead of rebuilding
 them: rebuilding is ~0.25 s of every worker's start, most of `newsdedup check`'s start-up
-(BENCHMARKS.md, "`check` at five times MinHash's speed").
+(benchmarks/history/2026-11-24.md, "`check` at five times MinHash's speed").
 
 An entry is named by a digest of everything its content depends on, so a changed source is
 never answered from a stale entry. A missing, unreadable or corrupt entry is rebuilt, and a

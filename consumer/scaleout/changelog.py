@@ -73,7 +73,8 @@ def restore_config(base: dict) -> dict:
 def _cycle_collection_paused() -> Iterator[None]:
     """A restore allocates millions of short-lived objects and no reference cycles, so
     reference counting frees everything; the cyclic collector's full passes over each chunk's
-    records cost about a fifth of its CPU (BENCHMARKS.md, "Restore from the changelog").
+    records cost about a fifth of its CPU (benchmarks/history/2026-11-24.md,
+    "Restore from the changelog").
     Process-wide while it lasts: another thread's cycles wait until the restore ends."""
     enabled = gc.isenabled()
     gc.disable()

@@ -81,7 +81,7 @@ class _Worker:
 
     def analyze_many(self, works: Sequence[Work]) -> list[Analyzed | Invalid]:
         """Parse every message, then fingerprint the valid articles in one batch (about 1.5×
-        as fast as article by article: BENCHMARKS.md, "Fingerprinting")."""
+        as fast as article by article: benchmarks/history/2026-11-23.md, "Batch path")."""
         try:
             parsed = [parse_article(value, ms, self.input_config) for value, ms in works]
             articles = [a for a in parsed if not isinstance(a, Invalid)]
@@ -237,8 +237,8 @@ class Analyzer:
         # Several chunks per worker balance uneven article sizes, and small ones keep the
         # workers' idle tail at the end of a batch short; but each chunk costs the deciding
         # side a vectorized index search, whose fixed cost made 32-article chunks the
-        # largest cost of `check` on short news (BENCHMARKS.md, "`check` at five times
-        # MinHash's speed").
+        # largest cost of `check` on short news (benchmarks/history/2026-11-24.md,
+        # "`check` at five times MinHash's speed").
         n_chunks = min(len(works), max(self.workers * 4, -(-len(works) // _CHUNK_ARTICLES)))
         size = -(-len(works) // n_chunks)
         return self._pool.imap(

@@ -293,7 +293,7 @@ def test_worker_fingerprints_a_batch_as_message_by_message(hkcnews: list[dict]) 
 
 # --- sensible distances on real news ------------------------------------------------------
 # Edits an aggregator or an editor makes; run with -s to print the distributions
-# (BENCHMARKS.md, "Fingerprinting").
+# (benchmarks/history/undated.md, "Small edits move few bits").
 
 
 def _boilerplate(title: str, content: str) -> tuple[str, str]:

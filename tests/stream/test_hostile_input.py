@@ -180,7 +180,7 @@ def test_coverage_guided_fuzzing_finds_no_crash(tmp_path, record_fuzz_inputs):
             f"-max_total_time={FUZZ_SECONDS}",
             "-timeout=20",  # seconds for one input
             # ~0.2 GiB after 100,000 inputs; an instrumented index kept every search's arrays
-            # and passed 1.5 GiB (BENCHMARKS.md, "Many identical fingerprints").
+            # and passed 1.5 GiB (benchmarks/history/2026-11-24.md, "Many identical fingerprints").
             "-rss_limit_mb=1024",
             "-seed=20261124",
             f"-artifact_prefix={tmp_path}/",
