@@ -16,3 +16,12 @@ def probe(
     /,
 ) -> tuple[bytes, bytes, bytes]:
     """(query index, key position, distance) of every hit, each as int64 bytes."""
+
+class KeyTally:
+    """A running count per 32-bit key (indexstore/native/src/tally.rs)."""
+
+    def __init__(self) -> None: ...
+    def add(self, keys: npt.NDArray[np.uint32], sign: int, /) -> None: ...
+    def get(self, keys: npt.NDArray[np.uint32], /) -> bytes:
+        """The count of each key, as int64 bytes."""
+    def __len__(self) -> int: ...

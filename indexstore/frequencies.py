@@ -12,7 +12,7 @@ has passed its end, whenever RocksDB drops it. That keeps every answer a functio
 watermark and of the rows put before it, the same in `check` and through Kafka, whatever the
 batch boundaries. Rows are kept per segment (4 bytes a key) to take a segment out of the
 counts; the counts themselves are one sorted array of distinct keys with their counts (8 bytes
-a key), changes gathered in a small dict and merged into it when the dict grows.
+a key), recent changes kept as arrays and merged into it when they grow.
 
 It may import numpy only.
 """
@@ -97,47 +97,77 @@ class SegmentKeys:
 
 
 class KeyCounts:
-    """Counts of distinct keys: a sorted array and its counts, plus a dict of recent changes."""
+    """Counts of distinct keys: a sorted array and its counts, plus the recent changes, kept as
+    arrays and folded into those two once they number `_MIN_MERGE`, or an eighth of the keys,
+    whichever is more (each key is touched by NumPy only: a commit changes thousands)."""
 
-    __slots__ = ("_changes", "_counts", "_keys")
+    __slots__ = ("_counts", "_keys", "_pending", "_pending_index", "_pending_size")
 
     def __init__(self) -> None:
         self._keys = _EMPTY_KEYS
         self._counts = np.empty(0, dtype=np.int64)
-        self._changes: dict[int, int] = {}
+        self._pending: list[tuple[np.ndarray, int]] = []
+        self._pending_size = 0
+        # The pending changes summed per distinct key, built when first asked for.
+        self._pending_index: tuple[np.ndarray, np.ndarray] | None = None
 
     def change(self, keys: np.ndarray, sign: int) -> None:
-        changes = self._changes
-        for key in keys.tolist():
-            changes[key] = changes.get(key, 0) + sign
-        if len(changes) >= max(_MIN_MERGE, len(self._keys) // 8):
+        if not len(keys):
+            return
+        self._pending.append((keys, sign))
+        self._pending_size += len(keys)
+        self._pending_index = None
+        if self._pending_size >= max(_MIN_MERGE, len(self._keys) // 8):
             self._merge()
 
     def get(self, keys: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(keys), dtype=np.int64)
-        if len(self._keys):
-            at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
-            found = self._keys[at] == keys
-            out[found] = self._counts[at[found]]
-        if self._changes:
-            get = self._changes.get
-            out += np.fromiter((get(k, 0) for k in keys.tolist()), np.int64, len(keys))
+        out = _look_up(keys, self._keys, self._counts)
+        if self._pending:
+            if self._pending_index is None:
+                self._pending_index = _summed(*self._pending_arrays())
+            out += _look_up(keys, *self._pending_index)
         return out
 
+    def _pending_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        keys = np.concatenate([k for k, _ in self._pending])
+        signs = np.concatenate([np.full(len(k), s, dtype=np.int64) for k, s in self._pending])
+        return keys, signs
+
     def _merge(self) -> None:
-        changed = np.fromiter(self._changes.keys(), np.uint32, len(self._changes))
-        deltas = np.fromiter(self._changes.values(), np.int64, len(self._changes))
-        keys = np.concatenate([self._keys, changed])
-        unique, inverse = np.unique(keys, return_inverse=True)
-        counts = np.bincount(
-            inverse, weights=np.concatenate([self._counts, deltas]), minlength=len(unique)
-        ).astype(np.int64)
+        # The changes summed and sorted, then merged into the sorted arrays in one pass: the
+        # arrays are never sorted again.
+        changed, deltas = _summed(*self._pending_arrays())
+        at = np.searchsorted(self._keys, changed)
+        known = at < len(self._keys)
+        known[known] = self._keys[at[known]] == changed[known]
+        counts = self._counts.copy()
+        counts[at[known]] += deltas[known]
+        new = ~known
+        keys = np.insert(self._keys, at[new], changed[new])
+        counts = np.insert(counts, at[new], deltas[new])
         kept = counts > 0
-        self._keys, self._counts = unique[kept], counts[kept]
-        self._changes = {}
+        self._keys, self._counts = keys[kept], counts[kept]
+        self._pending, self._pending_size, self._pending_index = [], 0, None
 
     def memory_bytes(self) -> int:
-        return self._keys.nbytes + self._counts.nbytes + 100 * len(self._changes)
+        return self._keys.nbytes + self._counts.nbytes + 12 * self._pending_size
+
+
+def _summed(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys, sorted, and the sum of the weights of each."""
+    unique, inverse = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inverse, weights=weights, minlength=len(unique)).astype(np.int64)
+    return unique, sums
+
+
+def _look_up(keys: np.ndarray, sorted_keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The value of each key in a sorted table (0 for a key it lacks)."""
+    out = np.zeros(len(keys), dtype=np.int64)
+    if len(sorted_keys):
+        at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+        found = sorted_keys[at] == keys
+        out[found] = values[at[found]]
+    return out
 
 
 class FrequencyTable:

@@ -5,8 +5,8 @@ hands the same changes on for the store's `FrequencyTable` (indexstore/frequenci
 change is kept twice: in the order made, as the commit hands them on, and summed by key, with
 each segment's part, for the batch's own answers. A row put and then replaced in the same batch
 is never written, so its change is withdrawn from both; a segment the window leaves before the
-commit stops counting in the sum, as it does in the store's table. It may import numpy and
-indexstore.frequencies.
+commit stops counting in the sum, as it does in the store's table. It may import numpy,
+indexstore.frequencies and indexstore.tally.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections import defaultdict
 import numpy as np
 
 from indexstore.frequencies import FrequencyPolicy
+from indexstore.tally import new_tally
 
 # A segment, the keys of one row in it, and +1 (the row starts counting) or -1 (it stops).
 Change = tuple[int, np.ndarray, int]
@@ -33,7 +34,8 @@ class PendingFrequencies:
         self._folded_first: int | None = None  # segments before it left this batch's total
         # Keys counted by this batch's puts: their total, and each segment's (+1 or -1 each)
         # for when the window leaves a segment before the commit.
-        self._total: dict[int, int] = defaultdict(int)
+        self._total = new_tally()
+        self._tallied = False
         self._keys: dict[int, list[tuple[np.ndarray, int]]] = defaultdict(list)
 
     @property
@@ -72,10 +74,8 @@ class PendingFrequencies:
         """Add to the committed `counts` of `keys` what this batch changes in the segments
         from `first` on (None: all)."""
         self._fold(first)
-        if self._total:
-            listed = keys.tolist()
-            total = self._total.get
-            counts += np.fromiter((total(k, 0) for k in listed), np.int64, len(listed))
+        if self._tallied:
+            counts += self._total.get(keys)
 
     def written(self, cut: int | None) -> list[Change]:
         """The changes a commit hands on that drops the segments ending by `cut` (None: none):
@@ -93,17 +93,17 @@ class PendingFrequencies:
         """Take the segments the window has left out of this batch's total, once each."""
         if first is None or (self._folded_first is not None and first <= self._folded_first):
             return
-        total = self._total
         for segment in [s for s in self._keys if s < first]:
             for keys, sign in self._keys.pop(segment):
-                for key in keys.tolist():
-                    total[key] -= sign
+                self._tally(keys, -sign)
         self._folded_first = first
 
     def _add(self, segment: int, keys: np.ndarray, sign: int) -> None:
         if self._folded_first is not None and segment < self._folded_first:
             return  # the window has left it: it no longer counts here
         self._keys[segment].append((keys, sign))
-        total = self._total
-        for key in keys.tolist():
-            total[key] += sign
+        self._tally(keys, sign)
+
+    def _tally(self, keys: np.ndarray, sign: int) -> None:
+        self._total.add(keys, sign)
+        self._tallied = True

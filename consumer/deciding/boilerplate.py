@@ -68,6 +68,13 @@ DENSER_MIN_ARTICLES = 30
 MIN_OWN_DENSE_KEYS = 2
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)
+_BOUNDS = np.array([*DENSER_BOUNDS, COUNTED_BELOW], dtype=np.uint64)
+_BOUNDS_LIST = list(DENSER_BOUNDS)
+
+try:
+    from consumer._fastfp import boilerplate_sample as _native_sample
+except ImportError:  # installed from source without cargo: `sample_reference` does it
+    _native_sample = None
 
 
 def sample(shingles: bytes) -> tuple[np.ndarray, int]:
@@ -80,6 +87,19 @@ def sample(shingles: bytes) -> tuple[np.ndarray, int]:
     `COUNTED_BELOW`, cut to its smallest `COUNTED_AT_MOST` values. A long article samples a
     32nd of its shingles; a short one, which would leave a template's shingles and next to
     none of its own story at that rate, samples up to all of them."""
+    if _native_sample is None or not shingles:
+        return sample_reference(shingles)
+    try:
+        raw, bound = _native_sample(
+            shingles, _BOUNDS_LIST, DENSER_AT_MOST, COUNTED_BELOW, COUNTED_AT_MOST, BOTTOM
+        )
+    except ValueError:
+        return _NO_KEYS, COUNTED_BELOW
+    return np.frombuffer(raw, dtype="<u4"), bound
+
+
+def sample_reference(shingles: bytes) -> tuple[np.ndarray, int]:
+    """`sample`, in Python: the native kernel's reference."""
     if not shingles:
         return _NO_KEYS, COUNTED_BELOW
     try:
@@ -89,12 +109,11 @@ def sample(shingles: bytes) -> tuple[np.ndarray, int]:
     # Below its largest value, a record holds every value of its text; a record of fewer
     # than BOTTOM values holds them all.
     complete_below = DENSER_BOUNDS[0] if len(values) < BOTTOM else int(values[-1])
-    for bound in DENSER_BOUNDS:
-        if bound <= complete_below:
-            n = int(np.searchsorted(values, bound))
-            if n <= DENSER_AT_MOST:
-                return values[:n], bound
-    n = int(np.searchsorted(values, COUNTED_BELOW))
+    below = np.searchsorted(values, _BOUNDS).tolist()
+    for bound, n in zip(DENSER_BOUNDS, below, strict=False):
+        if bound <= complete_below and n <= DENSER_AT_MOST:
+            return values[:n], bound
+    n = below[-1]
     if n <= COUNTED_AT_MOST:
         return values[:n], COUNTED_BELOW
     return values[:COUNTED_AT_MOST], int(values[COUNTED_AT_MOST - 1]) + 1

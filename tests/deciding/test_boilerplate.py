@@ -13,6 +13,7 @@ from consumer.deciding.boilerplate import (
     DENSER_BOUNDS,
     comparable,
     sample,
+    sample_reference,
     sampled_keys,
     stories_differ,
 )
@@ -78,6 +79,8 @@ def test_the_sample_is_every_value_of_the_text_below_a_shared_bound(
     record = encode_shingles(kind, np.array(hashes, dtype=np.uint64))
     everything = sorted({h >> 32 for h in hashes})
     keys, bound = sample(record)
+    reference_keys, reference_bound = sample_reference(record)  # the native kernel's reference
+    assert (keys.tolist(), bound) == (reference_keys.tolist(), reference_bound)
     assert keys.tolist() == [v for v in everything if v < bound]
     assert sampled_keys(record).tolist() == keys.tolist()
     if bound in DENSER_BOUNDS:

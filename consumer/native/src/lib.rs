@@ -439,11 +439,52 @@ fn low_values<'py>(
     Ok(PyBytes::new(py, &low))
 }
 
+/// `consumer.deciding.boilerplate.sample`: every value of a shingles record below the first of
+/// `bounds` (densest first) below which the record is complete and holds at most `dense_at_most`
+/// values; else its values below `sparse_below`, the first `sparse_at_most` of them (the bound
+/// then the last value + 1 if cut). The values as little-endian u32s, and the bound.
+#[pyfunction]
+fn boilerplate_sample<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    bounds: Vec<u64>,
+    dense_at_most: usize,
+    sparse_below: u64,
+    sparse_at_most: usize,
+    bottom: usize,
+) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+    let decoded = shingles::decode(data).map_err(PyValueError::new_err)?;
+    let all = decoded.values();
+    // The record holds every value below the bound the Python reference takes as complete.
+    let values: &[u32] = &all[..all.iter().take_while(|&&v| v < u32::MAX).count()];
+    let complete_below: u64 = if values.len() < bottom {
+        u64::from(u32::MAX)
+    } else {
+        u64::from(*values.last().unwrap_or(&0))
+    };
+    let below = |bound: u64| values.partition_point(|&v| u64::from(v) < bound);
+    let le = |slice: &[u32]| -> Vec<u8> { slice.iter().flat_map(|v| v.to_le_bytes()).collect() };
+    for &bound in &bounds {
+        let n = below(bound);
+        if bound <= complete_below && n <= dense_at_most {
+            return Ok((PyBytes::new(py, &le(&values[..n])), bound));
+        }
+    }
+    let n = below(sparse_below);
+    if n <= sparse_at_most {
+        return Ok((PyBytes::new(py, &le(&values[..n])), sparse_below));
+    }
+    let cut = &values[..sparse_at_most];
+    let bound = u64::from(*cut.last().unwrap_or(&0)) + 1;
+    Ok((PyBytes::new(py, &le(cut)), bound))
+}
+
 #[pymodule]
 fn _fastfp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Kernel>()?;
     m.add_function(wrap_pyfunction!(bottom_jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(encode_shingles, m)?)?;
     m.add_function(wrap_pyfunction!(decode_shingles, m)?)?;
-    m.add_function(wrap_pyfunction!(low_values, m)?)
+    m.add_function(wrap_pyfunction!(low_values, m)?)?;
+    m.add_function(wrap_pyfunction!(boilerplate_sample, m)?)
 }

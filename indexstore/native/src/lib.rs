@@ -10,6 +10,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod tally;
+
 /// Every (query, key) of one run of one table with Hamming distance <= `k`, among the keys in
 /// the buckets within the probe radius of each query's bucket: the bucket of a key is its top
 /// `bits` bits, `offsets[b]..offsets[b + 1]` its range in the sorted `keys`, and the buckets
@@ -167,5 +169,6 @@ fn bytes<'py, T: Copy>(py: Python<'py>, values: &[T]) -> Bound<'py, PyBytes> {
 
 #[pymodule]
 fn _probe(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(probe, m)?)
+    m.add_function(wrap_pyfunction!(probe, m)?)?;
+    m.add_class::<tally::KeyTally>()
 }
