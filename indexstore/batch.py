@@ -6,7 +6,7 @@ the narrow interface the store gives it. Its own rows, and how its searches find
 are indexstore.pending_rows; what its puts change of the key frequencies,
 indexstore.pending_frequencies; the order of its answers, indexstore.ranking. It may import
 indexstore.encoding, .commit, .errors, .frequencies, .layout, .model, .pending_rows,
-.pending_frequencies and .ranking, never indexstore.store.
+.pending_frequencies, .ranking and .window, never indexstore.store.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from indexstore.model import ArticleRecord, Match, SearchResult
 from indexstore.pending_frequencies import PendingFrequencies
 from indexstore.pending_rows import PendingRows
 from indexstore.ranking import LiveRecord, rank_near, rank_sharing
+from indexstore.window import is_late, window_start
 
 
 class CommittedIndex(Protocol):
@@ -237,7 +238,7 @@ class Batch:
         if clamped:
             event_time_ms = self._time_limit
         start = self._window_start()
-        late = start is not None and event_time_ms < start
+        late = is_late(event_time_ms, start)
         # Which rows count, as of this search's window: the rankers ask it of each candidate.
         live = functools.partial(self._live_record, start=start)
         if simhash not in self._hits:
@@ -316,7 +317,7 @@ class Batch:
         elif replaced.seq is not None:
             self._pending_frequencies.uncount(replaced.seq)
         start = self._window_start()
-        late = start is not None and event_time_ms < start
+        late = is_late(event_time_ms, start)
         storage_time = event_time_ms if start is None else max(event_time_ms, start)
         gen = storage_time // self._generation_ms
         seq = None
@@ -355,7 +356,7 @@ class Batch:
         gen_ms = self._generation_ms
         cut = None
         if expire and self._watermark is not None:
-            cut = self._watermark - self._retention_ms
+            cut = window_start(self._watermark, self._retention_ms)
         rows, added = self._rows.written(self._pending, cut)
         kept = self._pending
         if cut is not None:
@@ -416,7 +417,7 @@ class Batch:
     def _window_start(self) -> int | None:
         if self._watermark is None:
             return None
-        return self._watermark - self._retention_ms
+        return window_start(self._watermark, self._retention_ms)
 
     def _current(self, article_id: str) -> Stored | None:
         if article_id in self._pending:

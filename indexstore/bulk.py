@@ -3,8 +3,8 @@
 `IndexStore.bulk_put` reads the committed records of the ids and writes what `plan` returns;
 this module only computes, it never touches RocksDB itself: the one further read the key
 frequencies need (the shingles of the rows a load replaces) it is handed a reader for. It may
-import indexstore.encoding, .commit, .frequencies, .model, .errors and .rocksdb_errors, nothing
-of the store or of `Batch`.
+import indexstore.encoding, .commit, .frequencies, .model, .errors, .rocksdb_errors and .window,
+nothing of the store or of `Batch`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from indexstore.errors import IndexStoreError
 from indexstore.frequencies import FrequencyPolicy
 from indexstore.model import RecordColumns
 from indexstore.rocksdb_errors import RocksDBErrors
+from indexstore.window import window_start
 
 # Reads the stored shingles of committed rows (segment, seq): None where a row has none.
 ShingleReader = Callable[[Sequence[int], Sequence[int]], list[bytes | None]]
@@ -167,7 +168,7 @@ def _placed(times: np.ndarray, state: IndexState) -> tuple[np.ndarray, np.ndarra
     else:
         before[0] = state.watermark
         np.maximum(before, state.watermark, out=before)
-    start = before - state.retention_ms
+    start = window_start(before, state.retention_ms)
     late = known & (times < start)
     gens = np.where(known, np.maximum(times, start), times) // state.generation_ms
     return late, gens

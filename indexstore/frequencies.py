@@ -14,7 +14,7 @@ batch boundaries. Rows are kept per segment (4 bytes a key) to take a segment ou
 counts; the counts themselves are one sorted array of distinct keys with their counts (8 bytes
 a key), recent changes kept as arrays and merged into it when they grow.
 
-It may import numpy only.
+It may import numpy and indexstore.window only.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
+
+from indexstore.window import window_start
 
 _EMPTY_KEYS = np.empty(0, dtype=np.uint32)
 # The changes are merged into the sorted arrays once they number this many, or an eighth of
@@ -44,7 +46,7 @@ def first_segment(watermark: int | None, retention_ms: int, segment_ms: int) -> 
     """The first segment whose rows count: the one holding the window's start (None: all)."""
     if watermark is None:
         return None
-    return (watermark - retention_ms) // segment_ms
+    return window_start(watermark, retention_ms) // segment_ms
 
 
 def count_in(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ from indexstore.nearest import band_nearest, nearest
 from indexstore.rocksdb_errors import RocksDBErrors
 from indexstore.rocksdb_options import rocksdb_options
 from indexstore.tables import SearchTables
+from indexstore.window import window_start
 
 
 def wall_clock_ms() -> int:
@@ -254,7 +255,8 @@ class IndexStore:
         if self._watermark is None or not segments:
             return False
         oldest = min(segments)
-        return (oldest + 1) * self._meta.segment_ms <= self._watermark - self._options.retention_ms
+        start = window_start(self._watermark, self._options.retention_ms)
+        return (oldest + 1) * self._meta.segment_ms <= start
 
     def stats(self) -> IndexStats:
         self._check_open()
@@ -286,7 +288,7 @@ class IndexStore:
         if before_ms is None:
             if self._watermark is None:
                 return []
-            before_ms = self._watermark - self._options.retention_ms
+            before_ms = window_start(self._watermark, self._options.retention_ms)
         dropped = writing.drop_segments(
             self._db, self._catalog, self._errors, self._meta, before_ms
         )

@@ -35,9 +35,9 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from consumer.bench.harness import PrivateBroker, bench_topics, free_port, load_feed, tree_rss
-from consumer.config import parse_duration_ms
 from consumer.errors import NewsdedupError
 from consumer.ops.progress import Progress
+from consumer.quantities import parse_duration_ms
 
 # How far back a repost reaches for its original: well inside the default window.
 _REPOST_LOOKBACK = 2_000

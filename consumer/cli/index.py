@@ -10,8 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from consumer.config import Config, parse_duration_ms
+from consumer.config import Config
 from consumer.errors import InputError
+from consumer.quantities import parse_duration_ms
 from consumer.timetext import format_time_ms, parse_event_time_ms
 from indexstore import IndexStore
 

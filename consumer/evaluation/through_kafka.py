@@ -9,14 +9,13 @@ the start (read_committed) and the latest decision per key (the article id) is t
 answer, scored like `check`'s; articles dead-lettered count as not flagged, as in `check`.
 
 `--role all` runs one `newsdedup run`; `--role scaleout` runs three `run --role fingerprint`
-instances (one fingerprinting worker each) and one `run --role decide`.
+instances (one fingerprinting worker each) and one `run --role decide`. The run's topics and
+the producer of the backlog are consumer/evaluation/kafka_feed.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -27,15 +26,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from random import Random
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from consumer.deciding.decision import DecisionKind
 from consumer.errors import NewsdedupError
 from consumer.evaluation.check import ContractError, decision_from_record
 from consumer.evaluation.feed import Article
+from consumer.evaluation.kafka_feed import Backlog, Topics, client_settings
 from consumer.evaluation.runs import Decision, Run
 
 SYSTEM = "newsdedup-kafka"
@@ -54,17 +52,6 @@ SETTLE_S = 3.0
 STALL_S = 180.0
 # A SIGTERM'd instance finishes its batch and exits within [service] stop_timeout (8 s).
 STOP_WAIT_S = 30.0
-
-# The clients of the evaluation itself log nothing: librdkafka reports passing states (a
-# coordinator still loading, the private broker going away at the end) that are no fault, and
-# every real failure reaches the run as an exception, a delivery error or a stall.
-_QUIET = logging.getLogger("newsdedup.eval.kafka")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
-
-
-def _client(bootstrap: str, **settings: object) -> dict[str, object]:
-    return {"bootstrap.servers": bootstrap, "logger": _QUIET, **settings}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +115,13 @@ def run_through_kafka(
     latest: dict[str, Decision] = {}
     try:
         with PrivateBroker(options.bootstrap_servers) as bootstrap:
-            topics = _Topics.create(bootstrap, options.partitions)
+            topics = Topics.create(bootstrap, options.partitions)
             try:
                 # The restart falls between the feed's two halves: the second is published
                 # only once the first is answered, so however fast the service, it is
                 # restarted in the middle of the feed. Each half is in publish order, so
                 # this keeps check's order.
-                feed = _Backlog(bootstrap, topics.input, articles, options.partitions, options.seed)
+                feed = Backlog(bootstrap, topics.input, articles, options.partitions, options.seed)
                 feed.produce(0, (len(articles) + 1) // 2)
                 with tempfile.TemporaryDirectory(prefix="newsdedup-eval-kafka-") as tmp:
                     service = _Service(
@@ -161,100 +148,6 @@ def run_through_kafka(
     run = Run(SYSTEM, decisions, delivered.seconds, error)
     delivered.matched_later = matched_later(run, articles)
     return run, delivered
-
-
-# -- topics and the backlog -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Topics:
-    input: str
-    output: str
-    dlq: str
-    internal: str
-    changelog: str
-
-    @classmethod
-    def create(cls, bootstrap: str, partitions: int) -> _Topics:
-        run = f"newsdedup-eval-{uuid.uuid4().hex[:8]}"
-        topics = cls(*(f"{run}.{name}" for name in ("in", "out", "dlq", "internal", "changelog")))
-        # The scale-out topics are left to the roles, which create them as configured.
-        wanted = [
-            NewTopic(topics.input, partitions, 1),
-            NewTopic(topics.output, partitions, 1),
-            NewTopic(topics.dlq, 1, 1),
-        ]
-        admin = AdminClient(_client(bootstrap))  # alive until the results came
-        for future in admin.create_topics(wanted).values():
-            future.result(30)
-        return topics
-
-    def delete(self, bootstrap: str) -> None:
-        # Best effort: a private broker goes away anyway; a given one keeps nothing of ours.
-        names = [self.input, self.output, self.dlq, self.internal, self.changelog]
-        admin = AdminClient(_client(bootstrap))
-        for future in admin.delete_topics(names).values():
-            with contextlib.suppress(Exception):  # a topic the run never created, say
-                future.result(30)
-
-
-def partition_of_each(articles: Sequence[Article], partitions: int, seed: int) -> list[int]:
-    """The input partition of each article, at random but the same for a seed."""
-    rng = Random(seed)
-    return [rng.randrange(partitions) for _ in articles]
-
-
-class _Backlog:
-    """The feed, keyed by article id, each article on its partition (at random, the same for
-    a seed): each partition is in publish order. Each record is stamped 1 ms after the one
-    before, as a feed written one article at a time would be (a bulk producer puts hundreds
-    into one millisecond): articles published at the same time (dates given to the day) then
-    keep their feed order in the service, which breaks such ties by the record's timestamp, as
-    `check` keeps the file's order."""
-
-    def __init__(
-        self, bootstrap: str, topic: str, articles: Sequence[Article], partitions: int, seed: int
-    ) -> None:
-        self.bootstrap, self.topic, self.articles = bootstrap, topic, articles
-        self.partition_of = partition_of_each(articles, partitions, seed)
-        self.first_ms = int(time.time() * 1000) - len(articles)
-
-    def produce(self, start: int, stop: int) -> None:
-        """Articles start..stop of the feed, all delivered when this returns."""
-        producer = Producer(
-            _client(
-                self.bootstrap,
-                **{"linger.ms": 20, "enable.idempotence": True, "compression.type": "lz4"},
-            )
-        )
-        failures: list[str] = []
-
-        def delivered(error: object, _message: object) -> None:
-            if error is not None:
-                failures.append(str(error))
-
-        for n in range(start, stop):
-            article = self.articles[n]
-            value = json.dumps(article.to_message(), ensure_ascii=False).encode("utf-8")
-            while True:
-                try:
-                    producer.produce(
-                        self.topic,
-                        value=value,
-                        key=article.id.encode("utf-8"),
-                        partition=self.partition_of[n],
-                        timestamp=self.first_ms + n,
-                        on_delivery=delivered,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            producer.poll(0)
-        if producer.flush(120) or failures:
-            raise NewsdedupError(
-                f"the feed was not all delivered to {self.topic}: "
-                f"{(failures or ['flush timed out'])[0]}"
-            )
 
 
 # -- the service's processes ------------------------------------------------------------------
@@ -309,7 +202,7 @@ class _Service:
     def __init__(
         self,
         bootstrap: str,
-        topics: _Topics,
+        topics: Topics,
         options: KafkaOptions,
         config: Path | None,
         scratch: Path,
@@ -380,7 +273,7 @@ class _Service:
 
 def _read_decisions(
     bootstrap: str,
-    topics: _Topics,
+    topics: Topics,
     articles: Sequence[Article],
     service: _Service,
     delivered: Delivered,
@@ -391,7 +284,7 @@ def _read_decisions(
     decision per article, and an error if any."""
     feed_ids = {a.id for a in articles}
     reader = Consumer(
-        _client(
+        client_settings(
             bootstrap,
             **{
                 "group.id": f"newsdedup-eval-reader-{uuid.uuid4().hex[:8]}",

@@ -10,180 +10,44 @@ The commit protocol is checkpoint.py's, with the changelog as one more output: i
 decisions + changelog records (one transaction under exactly_once; flushed before the offsets
 under at_least_once) → input offsets. Every decided article, also one answered again from the
 article table, writes its current record to the changelog, so an offset is never committed
-for an article whose record is missing there.
+for an article whose record is missing there. The deciding itself, against the domains'
+indexes, is decider.py's; this module is the Kafka stage around it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from consumer.config import Config
-from consumer.deciding.decision import Decision
-from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, match_rules, prefetch
+from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
 from consumer.scaleout.changelog import RestoreResult, restore_partition
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
-from consumer.scaleout.domains import CHANGELOG_POSITION, DomainStores
+from consumer.scaleout.decider import DecideBatch, Decider
+from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.sequencing import Sequencer, Timed
-from consumer.scaleout.wire import (
-    Fingerprinted,
-    WireError,
-    change_key,
-    decode_fingerprinted,
-    encode_change,
-)
 from consumer.stream.clients import consumer_config, ensure_output_topics, topic_partitions
 from consumer.stream.disorder import DisorderWatch
 from consumer.stream.eventtime import reorder_window
-from consumer.stream.outputs import Delivered, Outputs, Record
-from consumer.stream.pipeline import Message, wall_clock_ms
+from consumer.stream.outputs import Delivered, Outputs
+from consumer.stream.pipeline import Message
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep
-from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
 
 # How often the broker is asked how far the fingerprint role and this instance have read: a
 # queue that waits for nothing more is let go at the next look.
 _PROGRESS_LOOK_S = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    partition: int
-    key: bytes
-    value: bytes
-
-
-class _Batches:
-    """The index batches of one Kafka batch, one per (partition, domain) it touched."""
-
-    def __init__(self, batches: list[Batch]) -> None:
-        self.batches = batches
-
-    def commit(self) -> None:
-        # Separate stores cannot share a WriteBatch. A crash between two commits leaves some
-        # domains written and no outputs: the re-delivery answers those from the article table.
-        for batch in self.batches:
-            batch.commit()
-
-
-@dataclass(slots=True)
-class DecideBatch:
-    outcomes: list[Decision]
-    changes: list[Change]
-    index_batch: _Batches
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    corrections: list[Decision] = field(default_factory=list)
-
-    def outputs(self, output_topic: str, changelog_topic: str) -> Outputs:
-        """Decisions (corrections last) and every changed index record to the changelog
-        partition of the internal partition it came from: the changelog is one more output
-        of the same protocol (under exactly_once, of the same transaction)."""
-        records = [
-            Record(output_topic, d.id.encode("utf-8"), d.to_bytes())
-            for d in (*self.outcomes, *self.corrections)
-        ]
-        # Where they land is written into the stores (Decider.delivered).
-        records += [
-            Record(changelog_topic, c.key, c.value, partition=c.partition, report_offset=True)
-            for c in self.changes
-        ]
-        return Outputs(self.index_batch, records, [], self.stage_seconds)
-
-
-class Decider:
-    """Decides internal records against their domains' indexes, in the order given."""
-
-    def __init__(self, stores: DomainStores, rules: MatchRules = DEFAULT_RULES) -> None:
-        self.stores = stores
-        self.rules = rules
-        # Changelog partition -> the offset after our last record known to be in the log:
-        # written into the partition's stores with their next batch, so a later restore of
-        # those stores starts after their own records instead of replaying them.
-        self.delivered: dict[int, int] = {}
-
-    def decode(self, m: Message) -> Fingerprinted | None:
-        try:
-            return decode_fingerprinted(m.key, m.value or b"")
-        except (WireError, UnicodeDecodeError) as e:
-            # Only another version's records can be unreadable; skipping keeps the feed
-            # moving and the log line names the record.
-            log_event(
-                log,
-                logging.ERROR,
-                "unreadable internal record skipped",
-                error=str(e),
-                partition=m.source.partition,
-                offset=m.source.offset,
-            )
-            return None
-
-    def decide(self, messages: Sequence[Message]) -> DecideBatch:
-        """`messages` decided in the order given, each at its own time (tests and tools)."""
-        entries = [
-            (m, f, f.item.event_time_ms) for m in messages if (f := self.decode(m)) is not None
-        ]
-        return self.decide_entries(entries)
-
-    def decide_entries(self, timed: Sequence[Timed]) -> DecideBatch:
-        """Decide in the order given; each domain's watermark follows the entries' stream
-        times, never a record's own date (scaleout/sequencing.py)."""
-        t0 = time.perf_counter()
-        items = [(m, _dated(f, t)) for m, f, t in timed]
-        stream_times = [t for _, _, t in timed]
-        grouped: dict[tuple[int, str], list] = {}
-        for m, f in items:
-            grouped.setdefault((m.source.partition, f.domain), []).append(f.item)
-        batches: dict[tuple[int, str], Batch] = {}
-        for (partition, domain), mine in grouped.items():
-            store = self.stores.store(partition, domain)
-            batch = batches[(partition, domain)] = store.begin(watermark_follows_puts=False)
-            prefetch(batch, mine, self.rules)
-            if partition in self.delivered:
-                batch.set_position(CHANGELOG_POSITION, self.delivered[partition])
-        now_ms = wall_clock_ms()
-        outcomes: list[Decision] = []
-        changes: list[Change] = []
-        corrections: list[Decision] = []
-        for (m, f), stream_time in zip(items, stream_times, strict=True):
-            batch = batches[(m.source.partition, f.domain)]
-            if stream_time is not None:
-                batch.advance_watermark(stream_time)
-            decision, corrected = decide(batch, f.item, f.source, now_ms, self.rules)
-            outcomes.append(decision)
-            corrections += corrected
-            # decide() answered from these records or just put them
-            for article_id in [f.item.id, *(c.id for c in corrected)]:
-                record = batch.lookup(article_id)
-                assert record is not None
-                key = change_key(f.domain, article_id)
-                changes.append(Change(m.source.partition, key, encode_change(record)))
-        return DecideBatch(
-            outcomes,
-            changes,
-            _Batches(list(batches.values())),
-            {"index": time.perf_counter() - t0},
-            corrections,
-        )
-
-
-def _dated(f: Fingerprinted, stream_time_ms: int | None) -> Fingerprinted:
-    """An undated article stands at the stream's time, as in `--role all`."""
-    if f.item.dated or stream_time_ms is None:
-        return f
-    return dataclasses.replace(f, item=dataclasses.replace(f.item, event_time_ms=stream_time_ms))
 
 
 class DecideStage:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, prefetch
+from consumer.stream.eventtime import Released
 from consumer.stream.parsing import Invalid
 from consumer.stream.workers import Analyzer
 from indexstore import Batch, IndexStore
@@ -72,6 +73,14 @@ class Ordered:
     stream_time_ms: int | None
     """Where the stream stands with this message: the index's watermark follows it, and an
     undated article takes it as its event time. None: no dated article seen yet."""
+
+
+def released_in_order(
+    released: Iterable[Released[tuple[Message, Analyzed | Invalid]]],
+) -> list[Ordered]:
+    """What an `EventTimeOrder` of (message, result) pairs releases, as the entries
+    `Pipeline.decide_ordered` takes: each at the time its partition stands at."""
+    return [Ordered(*r.item, r.time_ms) for r in released]
 
 
 class Pipeline:

@@ -32,7 +32,7 @@ from consumer.stream.clients import consumer_config
 from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
 from consumer.stream.offsets import decode_done
 from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import Message, Ordered, Pipeline, wall_clock_ms
+from consumer.stream.pipeline import Message, Pipeline, released_in_order, wall_clock_ms
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 
@@ -145,7 +145,7 @@ def replay_feed(
                         order.caught_up(p.partition)
                     else:
                         order.behind(p.partition, True)  # its end is known and not reached
-                entries = [Ordered(*r.item, r.time_ms) for r in order.release()]
+                entries = released_in_order(order.release())
                 if entries:
                     pipeline.decide_ordered(entries).index_batch.commit()
                     done += len(entries)

@@ -28,7 +28,7 @@ from consumer.stream.eventtime import EventTimeOrder, reorder_window, time_of
 from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
 from consumer.stream.outputs import Delivered, Outputs, Record
 from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
+from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline, released_in_order
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep, open_index
 from consumer.stream.workers import Analyzer
@@ -284,7 +284,7 @@ class AllStage:
             released = list(self._order.release(limit))
         if not released:
             return None
-        entries = [Ordered(*r.item, r.time_ms) for r in released]
+        entries = released_in_order(released)
         for entry in entries:
             self._decided(entry.message)
         entries += self._unblock_commits()

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from consumer.deciding.article import Analyzed
 from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
 from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline
+from consumer.stream.pipeline import DecidedBatch, Message, Pipeline, released_in_order
 
 # Articles seen past the one decided: how far ahead its neighbours are looked at when its date
 # looks out of place (consumer/stream/eventtime.py).
@@ -49,11 +49,11 @@ class SequenceDecider:
             if isinstance(result, Analyzed) and not result.dated:
                 self.undated += 1
             if len(order) > LOOKAHEAD:
-                entries += [Ordered(*r.item, r.time_ms) for r in order.release(1)]
+                entries += released_in_order(order.release(1))
         if pause:
             order.behind(0, False)
             order.caught_up(0)
-            entries += [Ordered(*r.item, r.time_ms) for r in order.release()]
+            entries += released_in_order(order.release())
             order.behind(0, True)  # the sequence may go on
         decided = self.pipeline.decide_ordered(entries)
         # The index first, as in the service: a rerun with the same index re-emits the stored

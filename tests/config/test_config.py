@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from consumer.config import as_toml_defaults, load_config, parse_duration_ms, parse_size_bytes
+from consumer.config import as_toml_defaults, load_config
 from consumer.errors import ConfigError
+from consumer.quantities import parse_duration_ms, parse_size_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 

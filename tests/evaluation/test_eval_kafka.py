@@ -12,7 +12,7 @@ import pytest
 from consumer import cli
 from consumer.corpus import shared_data_dir
 from consumer.evaluation.feed import Article
-from consumer.evaluation.through_kafka import partition_of_each
+from consumer.evaluation.kafka_feed import partition_of_each
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
