@@ -189,12 +189,11 @@ class ArticleBoilerplate:
     @property
     def trusts_sketch(self) -> bool:
         """Whether the article's sketch may accept a candidate on its own."""
-        keys = self._keys[self._keys < COUNTED_BELOW]
-        if not len(keys):
-            return True
         if self._share is None:
-            boiler = self._batch.frequencies(keys) >= self._min_articles
-            self._share = float(boiler.mean())
+            # Asked once per candidate: the share is taken at the first.
+            keys = self._keys[self._keys < COUNTED_BELOW]
+            boiler = self._batch.frequencies(keys) >= self._min_articles if len(keys) else None
+            self._share = 0.0 if boiler is None else float(boiler.mean())
         return self._share < SKETCH_TRUST_SHARE
 
     def stories_differ(self, candidate_shingles: bytes, need: float) -> bool:
