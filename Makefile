@@ -17,7 +17,7 @@ SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven chromium:chromium
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
-LINT_PATHS := consumer indexstore tests docs examples scripts/decision-frontier scripts/compare-fingerprinting \
+LINT_PATHS := consumer indexstore tests docs examples benchmarks scripts/decision-frontier scripts/compare-fingerprinting \
 	scripts/accuracy-prototype
 # Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index and the Kafka loop;
 # the rest is not annotated throughout yet.
