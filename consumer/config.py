@@ -49,7 +49,10 @@ class KafkaConfig:
     # Static per instance so a restarted instance fences its own zombie; empty = "<group_id>-0".
     transactional_id: str = ""
     batch_max_messages: int = 500
-    batch_max_wait: Duration = Duration("100ms")
+    # How long a poll waits to fill a batch. An article of a live feed waits up to this long
+    # before its batch starts, so it bounds latency from below; a busy feed fills batches of
+    # batch_max_messages without waiting. At 100/s, 20 ms gave a p50 of 40-52 ms, 100 ms 89-100.
+    batch_max_wait: Duration = Duration("20ms")
     # Partitions of the output and DLQ topics when the service creates them; 0 = as many as the
     # input topic has (keeps per-partition order visible downstream).
     create_partitions: int = 0
