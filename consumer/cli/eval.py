@@ -70,8 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "service starts, which is stopped and started again once that half is decided and "
         "before the second half is produced; the "
         "latest decision per article is scored like check's (row newsdedup-kafka). Without "
-        "--bootstrap-servers it starts a private broker with scripts/kafka-local, which only "
-        "a source checkout has.",
+        "--bootstrap-servers it starts a private broker with --kafka-local, a source "
+        "checkout's scripts/kafka-local.",
     )
     kafka.add_argument(
         "--through-kafka", action="store_true", help="also run the feed through the service"
@@ -105,6 +105,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the whole feed, like newsdedup-whole",
     )
     kafka.add_argument("--bootstrap-servers", help="an existing broker (default: a private one)")
+    kafka.add_argument(
+        "--kafka-local",
+        type=Path,
+        metavar="SCRIPT",
+        help="without --bootstrap-servers: a source checkout's scripts/kafka-local, which "
+        "starts the private broker",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -174,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 args.delivery,
                 args.restart,
                 args.seed,
+                args.kafka_local,
             ),
             check.whole_feed_window(feed.articles) if args.kafka_window == "whole" else None,
         )
