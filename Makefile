@@ -17,8 +17,8 @@ SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven chromium:chromium
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
-LINT_PATHS := consumer indexstore tests docs examples scripts/decision-frontier scripts/compare-fingerprinting \
-	scripts/accuracy-prototype
+LINT_PATHS := consumer indexstore tests docs examples benchmarks tools tools/decision-frontier \
+	tools/compare-fingerprinting tools/accuracy-prototype
 # Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index and the Kafka loop;
 # the rest is not annotated throughout yet.
 TYPED_PATHS := indexstore consumer/library consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py \
