@@ -23,6 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "articles per second and per CPU-second. Needs the `eval` extra (datasketch, rensa, "
         "simhash, matplotlib).",
     )
+    _add_feed_arguments(parser)
+    _add_report_arguments(parser)
+    _add_kafka_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def _add_feed_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the feed is built from, and the systems run on it."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="corpus, JSONL (.gz): id/title/content/...")
     source.add_argument(
@@ -55,6 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the edits and templates (default 0)"
     )
+
+
+def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the results are shown, and the configuration newsdedup runs with."""
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", type=Path, help="write a precision/recall PNG here")
     parser.add_argument(
@@ -63,6 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="configuration passed to `newsdedup check` (and `run`)",
     )
+
+
+def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    """--through-kafka and how the service is run for it."""
     kafka = parser.add_argument_group(
         "through the service",
         "With --through-kafka, the feed also goes through a real broker and `newsdedup run`: "
@@ -112,7 +128,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="without --bootstrap-servers: a source checkout's scripts/kafka-local, which "
         "starts the private broker",
     )
-    parser.set_defaults(handler=run)
 
 
 def _baselines(value: str) -> list[str]:
@@ -129,14 +144,51 @@ def _baselines(value: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `newsdedup --help` and the service never need the eval extra.
-    from consumer.config import load_config
-    from consumer.evaluation import check, clusters, report, through_kafka, truth
-    from consumer.evaluation.baselines import BASELINES
-    from consumer.evaluation.feed import CORPUS_KIND, build_feed
+    from consumer.evaluation import check, clusters, truth
+    from consumer.evaluation.feed import build_feed
     from consumer.evaluation.metrics import score
     from consumer.evaluation.templates import apply_templates
 
     baselines = _baselines(args.baselines)
+    _check_arguments(args)
+    if args.pairs is not None:
+        return _run_pairs(args, baselines)
+
+    feed = apply_templates(
+        build_feed(args.data, args.limit, args.edits, args.seed), args.templates, args.seed
+    )
+    check.warm_up(args.config)
+    runs, delivered = _run_systems(args, feed, baselines)
+    # Truth is about the story: a page template is no part of what two articles share.
+    similarity = truth.Truth(feed.story_texts())
+    templated = feed.templated_ids() if feed.templates is not None else None
+    stories = clusters.true_clusters(
+        (a.id for a in feed.articles), clusters.pooled_pairs(feed.pairs, runs, similarity)
+    )
+    scores = [score(r, feed.pairs, similarity, templated, stories) for r in runs]
+    window = _within_window(args, feed, runs[0], similarity)
+    kafka_section = None
+    if delivered is not None:
+        # The service is held to check with the window it ran with.
+        same_window = runs[1] if args.kafka_window == "whole" else runs[0]
+        kafka_section = _kafka_section(
+            delivered, same_window, runs[2], feed.articles, args.kafka_window
+        )
+    summary = _feed_summary(args, feed, stories)
+    _print_report(args, summary, scores, window, kafka_section)
+    failed = [s for s in scores if s.error]
+    for s in failed:
+        print(f"newsdedup eval: {s.system} failed: {s.error}", file=sys.stderr)
+    if delivered is not None and delivered.undecided:
+        print(
+            f"newsdedup eval: the service left {delivered.undecided:,} articles undecided",
+            file=sys.stderr,
+        )
+        return 1
+    return 1 if failed else 0
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
     if args.limit is not None and args.limit <= 0:
         raise InputError("--limit must be a positive number of articles")
     if args.edits < 0:
@@ -152,12 +204,14 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--through-kafka needs --data: pairs are not a feed")
         if args.templates:
             raise InputError("--templates needs --data: pairs are not pages")
-        return _run_pairs(args, baselines)
 
-    feed = apply_templates(
-        build_feed(args.data, args.limit, args.edits, args.seed), args.templates, args.seed
-    )
-    check.warm_up(args.config)
+
+def _run_systems(args: argparse.Namespace, feed, baselines: list[str]) -> tuple[list, object]:
+    """Every system's run on the feed, in the report's order (newsdedup, newsdedup-whole,
+    newsdedup-kafka if asked, the baselines), and what the service delivered (or None)."""
+    from consumer.evaluation import check, through_kafka
+    from consumer.evaluation.baselines import BASELINES
+
     # Twice: with the configured window (what the service finds), and with one holding the
     # whole feed (what its matching finds, like the baselines, which never forget).
     runs = [
@@ -187,33 +241,37 @@ def run(args: argparse.Namespace) -> int:
         )
         runs.append(kafka_run)
     runs += [BASELINES[name](feed.articles) for name in baselines]
-    # Truth is about the story: a page template is no part of what two articles share.
-    similarity = truth.Truth(feed.story_texts())
-    templated = feed.templated_ids() if feed.templates is not None else None
-    stories = clusters.true_clusters(
-        (a.id for a in feed.articles), clusters.pooled_pairs(feed.pairs, runs, similarity)
-    )
-    scores = [score(r, feed.pairs, similarity, templated, stories) for r in runs]
-    # newsdedup forgets articles older than its window by design; the baselines never do.
-    window_ms = load_config(args.config).index.retention.ms
+    return runs, delivered
+
+
+def _within_window(args: argparse.Namespace, feed, newsdedup_run, similarity) -> dict:
+    """newsdedup forgets articles older than its window by design; the baselines never do:
+    its recall over the true pairs published within the window of each other."""
+    from consumer.config import load_config
+    from consumer.evaluation.metrics import score
+
+    retention = load_config(args.config).index.retention
     published = {a.id: a.published_at for a in feed.articles}
     in_window = [
         p
         for p in feed.pairs
-        if (published[p.later] - published[p.earlier]).total_seconds() * 1000 <= window_ms
+        if (published[p.later] - published[p.earlier]).total_seconds() * 1000 <= retention.ms
     ]
-    windowed = score(runs[0], in_window, similarity)
-    kafka_section = None
-    if delivered is not None:
-        # The service is held to check with the window it ran with.
-        same_window = runs[1] if args.kafka_window == "whole" else runs[0]
-        kafka_section = _kafka_section(
-            delivered, same_window, runs[2], feed.articles, args.kafka_window
-        )
+    return {
+        "retention": retention,
+        "pairs_within": len(in_window),
+        "pairs_beyond": len(feed.pairs) - len(in_window),
+        "recall": score(newsdedup_run, in_window, similarity).recall,
+    }
+
+
+def _feed_summary(args: argparse.Namespace, feed, stories: dict[str, str]):
+    from consumer.evaluation import report
+    from consumer.evaluation.feed import CORPUS_KIND
 
     corpus_pairs = sum(p.kind == CORPUS_KIND for p in feed.pairs)
     copies = sum(a.origin_id is not None for a in feed.articles)
-    summary = report.FeedSummary(
+    return report.FeedSummary(
         data=str(args.data),
         corpus_articles=len(feed.articles) - copies,
         edited_copies=copies,
@@ -225,40 +283,35 @@ def run(args: argparse.Namespace) -> int:
         templates=_template_summary(feed),
         **_true_cluster_sizes(stories),
     )
-    beyond = len(feed.pairs) - len(in_window)
+
+
+def _print_report(args: argparse.Namespace, summary, scores, window: dict, kafka_section) -> None:
+    from consumer.evaluation import check, report
+
     if args.json:
         doc = report.to_json(summary, scores)
         doc["newsdedup_within_window"] = {
-            "window_ms": window_ms,
-            "pairs_beyond_window": beyond,
-            "recall": windowed.recall,
+            "window_ms": window["retention"].ms,
+            "pairs_beyond_window": window["pairs_beyond"],
+            "recall": window["recall"],
         }
         if kafka_section is not None:
             doc["through_kafka"] = kafka_section
         print(json.dumps(doc, indent=2))
     else:
         print(report.to_text(summary, scores))
-        if windowed.recall is not None:
+        if window["recall"] is not None:
             print(
-                f"\nnewsdedup's window is {load_config(args.config).index.retention}: "
-                f"{beyond:,} true pairs are published further apart and cannot be found by "
-                f"design; recall over the other {len(in_window):,}: {windowed.recall:.3f}. "
+                f"\nnewsdedup's window is {window['retention']}: "
+                f"{window['pairs_beyond']:,} true pairs are published further apart and cannot "
+                f"be found by design; recall over the other {window['pairs_within']:,}: "
+                f"{window['recall']:.3f}. "
                 f"{check.WHOLE_FEED_SYSTEM} ran with a window holding the whole feed."
             )
         if kafka_section is not None:
             print("\n" + _kafka_text(kafka_section))
     if args.plot is not None:
         report.plot(summary, scores, args.plot)
-    failed = [s for s in scores if s.error]
-    for s in failed:
-        print(f"newsdedup eval: {s.system} failed: {s.error}", file=sys.stderr)
-    if delivered is not None and delivered.undecided:
-        print(
-            f"newsdedup eval: the service left {delivered.undecided:,} articles undecided",
-            file=sys.stderr,
-        )
-        return 1
-    return 1 if failed else 0
 
 
 def _true_cluster_sizes(stories: dict[str, str]) -> dict[str, int]:
