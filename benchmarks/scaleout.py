@@ -36,7 +36,7 @@ HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
-class ChangelogRestoreTiming:
+class RestoreMeasurement:
     records: int
     produce_seconds: float
     restore_seconds: float
@@ -128,7 +128,7 @@ def run_restore(args: argparse.Namespace) -> int:
                 disk = sum(s.stats().disk_bytes for s in stores.all_stores())
             with DomainStores(index, state) as stores:
                 tail = restore_partition(settings, topic, 0, stores)
-    result = ChangelogRestoreTiming(
+    result = RestoreMeasurement(
         records=args.records,
         produce_seconds=round(produced, 2),
         restore_seconds=round(first.seconds, 2),

@@ -6,8 +6,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from consumer.errors import InputError
+
+if TYPE_CHECKING:  # for the annotations only: the eval extra is imported when eval runs
+    from consumer.evaluation.feed import Feed
+    from consumer.evaluation.kafka_answers import Delivered
+    from consumer.evaluation.metrics import Scores
+    from consumer.evaluation.report import FeedSummary
+    from consumer.evaluation.runs import SystemRun
+    from consumer.evaluation.truth import Truth
 
 # Every baseline of consumer/evaluation/baselines.py, named here so that `--help` does not
 # import the eval extra.
@@ -206,7 +215,9 @@ def _check_arguments(args: argparse.Namespace) -> None:
             raise InputError("--templates needs --data: pairs are not pages")
 
 
-def _run_systems(args: argparse.Namespace, feed, baselines: list[str]) -> tuple[list, object]:
+def _run_systems(
+    args: argparse.Namespace, feed: Feed, baselines: list[str]
+) -> tuple[list[SystemRun], Delivered | None]:
     """Every system's run on the feed, in the report's order (newsdedup, newsdedup-whole,
     newsdedup-kafka if asked, the baselines), and what the service delivered (or None)."""
     from consumer.evaluation import check, through_kafka
@@ -215,8 +226,8 @@ def _run_systems(args: argparse.Namespace, feed, baselines: list[str]) -> tuple[
     # Twice: with the configured window (what the service finds), and with one holding the
     # whole feed (what its matching finds, like the baselines, which never forget).
     runs = [
-        check.run_check(feed.articles, args.config),
-        check.run_check(
+        check.run_newsdedup_check(feed.articles, args.config),
+        check.run_newsdedup_check(
             feed.articles,
             args.config,
             system=check.WHOLE_FEED_SYSTEM,
@@ -244,7 +255,9 @@ def _run_systems(args: argparse.Namespace, feed, baselines: list[str]) -> tuple[
     return runs, delivered
 
 
-def _within_window(args: argparse.Namespace, feed, newsdedup_run, similarity) -> dict:
+def _within_window(
+    args: argparse.Namespace, feed: Feed, newsdedup_run: SystemRun, similarity: Truth
+) -> dict:
     """newsdedup forgets articles older than its window by design; the baselines never do:
     its recall over the true pairs published within the window of each other."""
     from consumer.config import load_config
@@ -265,7 +278,7 @@ def _within_window(args: argparse.Namespace, feed, newsdedup_run, similarity) ->
     }
 
 
-def _feed_summary(args: argparse.Namespace, feed, stories: dict[str, str]):
+def _feed_summary(args: argparse.Namespace, feed: Feed, stories: dict[str, str]) -> FeedSummary:
     from consumer.evaluation import report
     from consumer.evaluation.feed import CORPUS_KIND
 
@@ -285,11 +298,17 @@ def _feed_summary(args: argparse.Namespace, feed, stories: dict[str, str]):
     )
 
 
-def _print_report(args: argparse.Namespace, summary, scores, window: dict, kafka_section) -> None:
+def _print_report(
+    args: argparse.Namespace,
+    summary: FeedSummary,
+    scores: list[Scores],
+    window: dict,
+    kafka_section: dict | None,
+) -> None:
     from consumer.evaluation import check, report
 
     if args.json:
-        doc = report.to_json(summary, scores)
+        doc = report.feed_report_json(summary, scores)
         doc["newsdedup_within_window"] = {
             "window_ms": window["retention"].ms,
             "pairs_beyond_window": window["pairs_beyond"],
@@ -299,7 +318,7 @@ def _print_report(args: argparse.Namespace, summary, scores, window: dict, kafka
             doc["through_kafka"] = kafka_section
         print(json.dumps(doc, indent=2))
     else:
-        print(report.to_text(summary, scores))
+        print(report.feed_report_text(summary, scores))
         if window["recall"] is not None:
             print(
                 f"\nnewsdedup's window is {window['retention']}: "
@@ -393,13 +412,13 @@ def _run_pairs(args: argparse.Namespace, baselines: list[str]) -> int:
 
     feed = pairs.load_pairs(args.pairs, args.limit)
     check.warm_up(args.config)
-    runs = [check.run_check(feed.articles, args.config)]
+    runs = [check.run_newsdedup_check(feed.articles, args.config)]
     runs += [BASELINES[name](feed.articles) for name in baselines]
     scores = [pairs.score_pairs(r, feed) for r in runs]
     if args.json:
-        print(json.dumps(pairs.to_json(args.pairs, feed, scores), indent=2))
+        print(json.dumps(pairs.pairs_report_json(args.pairs, feed, scores), indent=2))
     else:
-        print(pairs.to_text(args.pairs, feed, scores))
+        print(pairs.pairs_report_text(args.pairs, feed, scores))
     failed = [s for s in scores if s.error]
     for s in failed:
         print(f"newsdedup eval: {s.system} failed: {s.error}", file=sys.stderr)

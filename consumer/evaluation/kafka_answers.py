@@ -15,8 +15,8 @@ from confluent_kafka import Message
 
 from consumer.errors import NewsdedupError
 from consumer.evaluation.check import ContractError, decision_from_record
-from consumer.evaluation.feed import Article
-from consumer.evaluation.runs import Decision
+from consumer.evaluation.feed import FeedArticle
+from consumer.evaluation.runs import SystemAnswer
 from consumer.harness.broker import Topics
 from consumer.harness.records import decision_reader
 
@@ -61,7 +61,7 @@ class _Answers:
 
     def __init__(self, feed_ids: set[str], topics: Topics, delivered: Delivered) -> None:
         self.feed_ids, self.topics, self.delivered = feed_ids, topics, delivered
-        self.latest: dict[str, Decision] = {}
+        self.latest: dict[str, SystemAnswer] = {}
         self.latest_late: dict[str, bool] = {}
         self.partition_of_key: dict[str, int] = {}
         self.dead_lettered: set[str] = set()
@@ -114,11 +114,11 @@ class _Answers:
 def read_answers(
     bootstrap: str,
     topics: Topics,
-    articles: Sequence[Article],
+    articles: Sequence[FeedArticle],
     service: RestartableService,
     delivered: Delivered,
     produce_the_rest: Callable[[], None],
-) -> tuple[dict[str, Decision], str | None]:
+) -> tuple[dict[str, SystemAnswer], str | None]:
     """Start the service; once half the feed is answered, restart it and `produce_the_rest`;
     read its decisions until every article is answered and nothing more comes: the latest
     decision per article, and an error if any."""

@@ -15,12 +15,12 @@ from random import Random
 
 from confluent_kafka import Producer
 
-from consumer.evaluation.feed import Article
+from consumer.evaluation.feed import FeedArticle
 from consumer.harness.broker import client_settings
 from consumer.harness.records import InputRecord, produce
 
 
-def partition_of_each(articles: Sequence[Article], partitions: int, seed: int) -> list[int]:
+def partition_of_each(articles: Sequence[FeedArticle], partitions: int, seed: int) -> list[int]:
     """The input partition of each article, at random but the same for a seed."""
     rng = Random(seed)
     return [rng.randrange(partitions) for _ in articles]
@@ -35,7 +35,12 @@ class Backlog:
     `check` keeps the file's order."""
 
     def __init__(
-        self, bootstrap: str, topic: str, articles: Sequence[Article], partitions: int, seed: int
+        self,
+        bootstrap: str,
+        topic: str,
+        articles: Sequence[FeedArticle],
+        partitions: int,
+        seed: int,
     ) -> None:
         self.bootstrap, self.topic, self.articles = bootstrap, topic, articles
         self.partition_of = partition_of_each(articles, partitions, seed)

@@ -24,10 +24,10 @@ from confluent_kafka import KafkaException
 
 from consumer.deciding.decision import DecisionKind
 from consumer.errors import NewsdedupError
-from consumer.evaluation.feed import Article
+from consumer.evaluation.feed import FeedArticle
 from consumer.evaluation.kafka_answers import Delivered, read_answers
 from consumer.evaluation.kafka_feed import Backlog
-from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.harness.broker import PrivateBroker, Topics, free_port
 from consumer.harness.service import RUN_COMMAND, ServiceProcess, service_env
 
@@ -49,7 +49,7 @@ class KafkaOptions:
     kafka_local: Path | None = None  # a source checkout's scripts/kafka-local
 
 
-def matched_later(run: Run, articles: Sequence[Article]) -> int:
+def matched_later(run: SystemRun, articles: Sequence[FeedArticle]) -> int:
     """Articles flagged as copies of an article published after them: with publish order
     respected, impossible (a copy is never earlier than what it copies)."""
     published = {a.id: a.published_at for a in articles}
@@ -61,18 +61,18 @@ def matched_later(run: Run, articles: Sequence[Article]) -> int:
 
 
 def run_through_kafka(
-    articles: Sequence[Article],
+    articles: Sequence[FeedArticle],
     config: Path | None,
     options: KafkaOptions,
     environment: dict[str, str] | None = None,
-) -> tuple[Run, Delivered]:
+) -> tuple[SystemRun, Delivered]:
     """The service's latest decision per article, and what it delivered. Never raises for a
     failing service: the run carries the error, so the other systems are still reported.
     `environment` is added to the service's (a window, say)."""
     delivered = Delivered(
         options.role, options.partitions, options.delivery, options.restart, len(articles)
     )
-    latest: dict[str, Decision] = {}
+    latest: dict[str, SystemAnswer] = {}
     try:
         with PrivateBroker(options.bootstrap_servers, options.kafka_local) as bootstrap:
             topics = Topics.create(bootstrap, options.partitions, "newsdedup-eval")
@@ -104,8 +104,8 @@ def run_through_kafka(
         error = str(e)
     except KafkaException as e:
         error = f"broker: {e.args[0].str() if e.args else e}"
-    decisions = tuple(latest.get(a.id) or Decision(a.id, DecisionKind.UNIQUE) for a in articles)
-    run = Run(SYSTEM, decisions, delivered.seconds, error)
+    decisions = tuple(latest.get(a.id) or SystemAnswer(a.id, DecisionKind.UNIQUE) for a in articles)
+    run = SystemRun(SYSTEM, decisions, delivered.seconds, error)
     delivered.matched_later = matched_later(run, articles)
     return run, delivered
 
