@@ -1,7 +1,7 @@
 """The templated evaluation feed (`newsdedup eval --templates`): deterministic, honouring its
 share, with truth kept on the stories, and template-made flags counted as wrong.
 
-SystemRun on the first articles of real corpora from `../shared/data` (read at run time, never
+Run on the first articles of real corpora from `../shared/data` (read at run time, never
 copied), with a stand-in for `newsdedup check` where the command is needed.
 """
 
