@@ -6,5 +6,6 @@ run's own topics, `newsdedup run` processes configured for them, a producer loop
 reader of the output and dead-letter topics. What a run makes of the records it reads (a
 score, a latency) stays with the caller.
 
-May import: consumer.errors, consumer.quantities (scripts/import-layers checks it).
+May import: consumer.library and every package below it, though it needs only consumer.errors
+(scripts/import-layers checks it).
 """
