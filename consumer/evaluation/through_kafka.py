@@ -9,8 +9,9 @@ the start (read_committed) and the latest decision per key (the article id) is t
 answer, scored like `check`'s; articles dead-lettered count as not flagged, as in `check`.
 
 `--role all` runs one `newsdedup run`; `--role scaleout` runs three `run --role fingerprint`
-instances (one fingerprinting worker each) and one `run --role decide`. The run's topics and
-the producer of the backlog are consumer/evaluation/kafka_feed.py.
+instances (one fingerprinting worker each) and one `run --role decide`. The broker, the run's
+topics and the service's processes are the shared Kafka harness (consumer/harness/); the
+backlog is produced by kafka_feed.py and the answers read back by kafka_answers.py.
 """
 
 from __future__ import annotations
