@@ -208,6 +208,15 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise InputError("--partitions must be 1 or more")
     if not 0 <= args.templates <= 1:
         raise InputError("--templates must be a share between 0 and 1")
+    if args.through_kafka and not args.bootstrap_servers:
+        # Checked before the minutes of check and the baselines, not after them.
+        if args.kafka_local is None:
+            raise InputError(
+                "--through-kafka needs a broker: --bootstrap-servers, or --kafka-local with a "
+                "source checkout's scripts/kafka-local to start a private one"
+            )
+        if not args.kafka_local.is_file():
+            raise InputError(f"--kafka-local {args.kafka_local}: no such file")
     if args.pairs is not None:
         if args.through_kafka:
             raise InputError("--through-kafka needs --data: pairs are not a feed")
