@@ -22,9 +22,9 @@ class Tally(Protocol):
 
 
 # Roughly, per key counted: a dict's entry with its two int objects; a slot of the kernel's
-# hash table (a u32 key and an i64 count, padded to 16 bytes, at most 7/8 full).
+# hash table (a u32 key and an i32 count, and a control byte, at most 7/8 full).
 _DICT_ENTRY_BYTES = 100
-_TABLE_ENTRY_BYTES = 19
+_TABLE_ENTRY_BYTES = 11
 
 
 class ReferenceTally:

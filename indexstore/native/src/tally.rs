@@ -35,7 +35,8 @@ impl Hasher for Spread {
 #[pyclass(module = "indexstore._probe")]
 #[derive(Default)]
 pub struct KeyTally {
-    counts: HashMap<u32, i64, BuildHasherDefault<Spread>>,
+    // i32 counts: a slot is 8 bytes; no key is carried by 2^31 live rows.
+    counts: HashMap<u32, i32, BuildHasherDefault<Spread>>,
 }
 
 #[pymethods]
@@ -52,7 +53,7 @@ impl KeyTally {
         let keys = unsafe { contiguous(&keys, "keys")? };
         for &key in keys {
             let count = self.counts.entry(key).or_insert(0);
-            *count += sign;
+            *count += sign as i32;
             if *count == 0 {
                 self.counts.remove(&key);
             }
@@ -66,7 +67,7 @@ impl KeyTally {
         let keys = unsafe { contiguous(&keys, "keys")? };
         let counts: Vec<i64> = keys
             .iter()
-            .map(|key| self.counts.get(key).copied().unwrap_or(0))
+            .map(|key| i64::from(self.counts.get(key).copied().unwrap_or(0)))
             .collect();
         Ok(bytes(py, &counts))
     }
