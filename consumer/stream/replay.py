@@ -25,14 +25,12 @@ from confluent_kafka import (
 from confluent_kafka import Message as KafkaMessage
 
 from consumer.config import Config
-from consumer.deciding.article import Analyzed
 from consumer.deciding.decision import Source
 from consumer.deciding.rules import match_rules
 from consumer.stream.clients import consumer_config
 from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
 from consumer.stream.offsets import decode_done
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import Message, Pipeline, released_in_order, wall_clock_ms
+from consumer.stream.pipeline import Analysis, Message, Pipeline, wall_clock_ms
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 
@@ -104,7 +102,7 @@ def replay_feed(
                 )
             pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
             # In the service's order: the same event-time order over the same partitions.
-            order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+            order: EventTimeOrder[Analysis] = EventTimeOrder(
                 # Its end is known: the window waits for the records, never for the clock.
                 config.service.partition_idle.ms,
                 window=ReorderWindow(config.service.reorder_window),
@@ -145,7 +143,7 @@ def replay_feed(
                         order.caught_up(p.partition)
                     else:
                         order.behind(p.partition, True)  # its end is known and not reached
-                entries = released_in_order(order.release())
+                entries = list(order.release())
                 if entries:
                     pipeline.decide_ordered(entries).index_batch.commit()
                     done += len(entries)
