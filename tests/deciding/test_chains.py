@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from consumer.config import FingerprintConfig, IndexConfig, InputConfig
 from consumer.deciding.decision import Source
-from consumer.scaleout.decider import Decider
+from consumer.roles.decider import Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import decode_changes, encode_fingerprinted
 from consumer.stream.pipeline import Message, Pipeline

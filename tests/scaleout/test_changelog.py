@@ -28,8 +28,8 @@ from consumer.deciding.decision import Source
 from consumer.fingerprint.shingles import encode_shingles
 from consumer.ops.health import HealthState
 from consumer.ops.metrics import Metrics
-from consumer.scaleout.decide import DecideStage
-from consumer.scaleout.decider import Decider
+from consumer.roles.decide import DecideStage
+from consumer.roles.decider import Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import (
     WireError,

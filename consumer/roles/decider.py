@@ -4,7 +4,7 @@
 role's sequencer releases them (scaleout/sequencing.py), and decides each against the index of
 its (internal partition, dedup domain), as `--role all` decides against its one index. What a
 batch yields, `DecideBatch`, is the decisions, the index batches still uncommitted and every
-record they changed, for the changelog; `DecideStage` (scaleout/decide.py) makes it durable
+record they changed, for the changelog; `DecideStage` (roles/decide.py) makes it durable
 in the service's commit protocol. Tests and tools decide with it directly.
 """
 

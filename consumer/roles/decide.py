@@ -29,9 +29,9 @@ from consumer.config import Config
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.roles.decider import DecideBatch, Decider
 from consumer.scaleout.changelog import RestoreResult, restore_partition
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
-from consumer.scaleout.decider import DecideBatch, Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.sequencing import Entry, Sequencer
 from consumer.stream.clients import consumer_config, ensure_output_topics, topic_partitions

@@ -1,4 +1,5 @@
-"""`newsdedup run` (`--role all`): the whole pipeline in one process, as a `Stage` of the loop.
+"""`newsdedup run` (`--role all`): the whole pipeline in one process, as a `Stage` of the loop
+(consumer/stream/service.py); `all_service` builds that Service.
 
 Polled messages are fingerprinted by the worker pool and queued per partition; they are
 decided in event-time order (eventtime.py) against the one index, whose batch, decisions and
@@ -19,9 +20,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from consumer.config import Config
 from consumer.deciding.article import Analyzed
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
+from consumer.ops.metrics import Metrics
+from consumer.roles.replay import replay_feed
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.disorder import DisorderWatch
 from consumer.stream.eventtime import EventTimeOrder, Timed, reorder_window, time_of
@@ -29,6 +33,7 @@ from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
 from consumer.stream.outputs import Delivered, Outputs, Record
 from consumer.stream.parsing import Invalid
 from consumer.stream.pipeline import Analysis, DecidedBatch, Message, Pipeline
+from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep, open_index
 from consumer.stream.workers import Analyzer
@@ -119,8 +124,6 @@ class AllStage:
         from an older copy) would decide the rest of the feed against what it lacks, and
         copies of those articles would pass as originals. So it is first rebuilt from the
         retained feed, up to those offsets; /readyz answers 503 meanwhile."""
-        from consumer.stream.replay import replay_feed
-
         runtime = self.runtime
         store, analyzer = self._store, runtime.analyzer
         assert store is not None and analyzer is not None
@@ -392,3 +395,8 @@ class AllStage:
 
     def _stores(self) -> list[IndexStore]:
         return [] if self._store is None else [self._store]
+
+
+def all_service(config: Config, metrics: Metrics | None = None) -> Service:
+    """`newsdedup run` (`--role all`)."""
+    return Service(config, metrics, stage=AllStage, role="all")
