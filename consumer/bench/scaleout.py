@@ -21,9 +21,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from consumer.bench.harness import PrivateBroker, free_port, load_feed
 from consumer.config import IndexConfig
 from consumer.deciding import stored
-from consumer.deciding.decision import DecisionKind
 from consumer.deciding.stored import StoredDecision
 from consumer.errors import NewsdedupError
+from consumer.records import DecisionKind
 from consumer.scaleout.changelog import restore_partition
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import change_key, encode_change

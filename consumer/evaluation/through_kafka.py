@@ -29,12 +29,12 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from consumer.deciding.decision import DecisionKind
 from consumer.errors import NewsdedupError
 from consumer.evaluation.check import ContractError, decision_from_record
 from consumer.evaluation.feed import Article
 from consumer.evaluation.kafka_feed import Backlog, Topics, client_settings
 from consumer.evaluation.runs import Decision, Run
+from consumer.records import DecisionKind
 
 SYSTEM = "newsdedup-kafka"
 ROLES = ("all", "scaleout")

@@ -21,18 +21,17 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
-from consumer.deciding.article import Analyzed
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.records import Analyzed, Invalid, Message
 from consumer.roles.replay import replay_feed
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.disorder import DisorderWatch
 from consumer.stream.eventtime import EventTimeOrder, Timed, reorder_window, time_of
 from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
 from consumer.stream.outputs import Delivered, Outputs, Record
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import Analysis, DecidedBatch, Message, Pipeline
+from consumer.stream.pipeline import Analysis, DecidedBatch, Pipeline
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep, open_index

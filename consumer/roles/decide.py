@@ -29,6 +29,7 @@ from consumer.config import Config
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.records import Message
 from consumer.roles.decider import DecideBatch, Decider
 from consumer.scaleout.changelog import RestoreResult, restore_partition
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
@@ -38,7 +39,6 @@ from consumer.stream.clients import consumer_config, ensure_output_topics, topic
 from consumer.stream.disorder import DisorderWatch
 from consumer.stream.eventtime import Timed, reorder_window
 from consumer.stream.outputs import Delivered, Outputs
-from consumer.stream.pipeline import Message
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep

@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from consumer.deciding.decision import Decision
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules
 from consumer.ops.logs import log_event
+from consumer.records import Decision, Message
 from consumer.scaleout.domains import CHANGELOG_POSITION, DomainStores
 from consumer.scaleout.sequencing import Entry
 from consumer.scaleout.wire import (
@@ -29,7 +29,7 @@ from consumer.scaleout.wire import (
 )
 from consumer.stream.eventtime import Timed
 from consumer.stream.outputs import Outputs, Record
-from consumer.stream.pipeline import Message, Step, decide_in_order, wall_clock_ms
+from consumer.stream.pipeline import Step, decide_in_order, wall_clock_ms
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")

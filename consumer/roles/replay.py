@@ -25,12 +25,12 @@ from confluent_kafka import (
 from confluent_kafka import Message as KafkaMessage
 
 from consumer.config import Config
-from consumer.deciding.decision import Source
 from consumer.deciding.rules import match_rules
+from consumer.records import Message, Source
 from consumer.stream.clients import consumer_config
 from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
 from consumer.stream.offsets import decode_done
-from consumer.stream.pipeline import Analysis, Message, Pipeline, wall_clock_ms
+from consumer.stream.pipeline import Analysis, Pipeline, wall_clock_ms
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 

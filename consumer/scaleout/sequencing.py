@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from consumer.records import Message
 from consumer.scaleout.wire import Fingerprinted
 from consumer.stream.eventtime import NO_REORDER, EventTimeOrder, ReorderWindow, Timed
 from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
-from consumer.stream.pipeline import Message
 
 # An internal record and the article it carries; released as `Timed[Entry]`, with the stream
 # time its domain's watermark may move to (None: it moves none).

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from consumer.config import Config
-from consumer.deciding.article import Analyzed
-from consumer.stream.parsing import Invalid
+from consumer.records import Analyzed, Invalid
 
 Item = TypeVar("Item")
 

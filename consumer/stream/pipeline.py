@@ -11,32 +11,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, prefetch
+from consumer.records import Analyzed, Decision, Invalid, Message, Rejection, Source
 from consumer.stream.eventtime import Timed, time_of
-from consumer.stream.parsing import Invalid
 from consumer.stream.workers import Analyzer
 from indexstore import Batch, IndexStore
-from indexstore.value import value_type
-
-
-@value_type
-class Message:
-    """One input message, from Kafka or from a line of a file."""
-
-    key: bytes | None
-    value: bytes | None
-    source: Source
-    timestamp_ms: int  # stands in for a missing published_at
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-@value_type
-class Rejection:
-    message: Message
-    invalid: Invalid
-
 
 Outcome = Decision | Rejection
 

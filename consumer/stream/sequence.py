@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from consumer.deciding.article import Analyzed
+from consumer.records import Analyzed, Invalid, Message
 from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, Timed, time_of
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import Analysis, DecidedBatch, Message, Pipeline
+from consumer.stream.pipeline import Analysis, DecidedBatch, Pipeline
 
 # Articles seen past the one decided: how far ahead its neighbours are looked at when its date
 # looks out of place (consumer/stream/eventtime.py).

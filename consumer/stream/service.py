@@ -29,11 +29,11 @@ from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
-from consumer.deciding.decision import Source
 from consumer.errors import NewsdedupError
 from consumer.ops.health import HealthServer, HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.records import Message, Source
 from consumer.stream.batch_report import BatchReport
 from consumer.stream.broker_errors import BrokerErrors, KafkaFatalError
 from consumer.stream.checkpoint import Checkpoint, OutputFailed
@@ -46,7 +46,7 @@ from consumer.stream.clients import (
     topic_partitions,
 )
 from consumer.stream.input_gaps import InputGaps
-from consumer.stream.pipeline import Message, wall_clock_ms
+from consumer.stream.pipeline import wall_clock_ms
 from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
 log = logging.getLogger("newsdedup.service")

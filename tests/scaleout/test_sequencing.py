@@ -5,12 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Source
+from consumer.records import Analyzed, Message, Source
 from consumer.scaleout.sequencing import Sequencer
 from consumer.scaleout.wire import Fingerprinted
 from consumer.stream.offsets import MAX_DONE_CHARS, decode_done, encode_done
-from consumer.stream.pipeline import Message
 
 
 @given(st.integers(0, 10**9), st.sets(st.integers(0, 5000), max_size=300))
