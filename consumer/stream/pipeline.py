@@ -1,7 +1,11 @@
-"""The batch step shared by `newsdedup run` and `newsdedup check`: analyze, then decide in order.
+"""The batch step shared by every role, `newsdedup check` and the library: analyze, then decide
+in order.
 
-It returns the decisions together with the index batch still uncommitted: when that batch
-becomes durable relative to the outputs is the caller's commit protocol (see checkpoint.py).
+`decide_in_order` is the one driver that decides entries in their order against index
+batches: `Pipeline` (`--role all`, replay, `check`, the library) gives it one batch, the decide
+role's `Decider` (consumer/roles/decider.py) one per dedup domain. The batches stay
+uncommitted: when they become durable relative to the outputs is the caller's commit protocol
+(see checkpoint.py).
 """
 
 from __future__ import annotations
