@@ -112,19 +112,7 @@ def replay_feed(
                 if p.partition not in todo:
                     order.caught_up(p.partition)
             while todo or len(order):
-                records = consumer.consume(config.kafka.batch_max_messages, _WAIT_S) if todo else []
-                messages = []
-                for record in records:
-                    error = record.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            todo.pop(record.partition(), None)
-                            continue
-                        raise KafkaException(error)
-                    replay = todo.get(record.partition())
-                    if replay is None or not replay.wanted(record.offset()):
-                        continue
-                    messages.append(_message(record))
+                messages = _consume(consumer, config.kafka.batch_max_messages, todo)
                 results = analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
                 for message, result in zip(messages, results, strict=True):
                     order.add(
@@ -153,6 +141,26 @@ def replay_feed(
     finally:
         consumer.close()
     return ReplayResult(tuple(plan), done, time.perf_counter() - t0)
+
+
+def _consume(
+    consumer: Consumer, max_messages: int, todo: dict[int, PartitionReplay]
+) -> list[Message]:
+    """The next records still to replay; a partition found at its end leaves `todo`."""
+    records = consumer.consume(max_messages, _WAIT_S) if todo else []
+    messages = []
+    for record in records:
+        error = record.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                todo.pop(record.partition(), None)
+                continue
+            raise KafkaException(error)
+        replay = todo.get(record.partition())
+        if replay is None or not replay.wanted(record.offset()):
+            continue
+        messages.append(_message(record))
+    return messages
 
 
 def _plan(
