@@ -17,13 +17,13 @@ SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 	java:default-jre-headless mvn:maven chromium:chromium
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
-LINT_PATHS := consumer indexstore tests docs examples scripts/decision-frontier scripts/compare-fingerprinting \
-	scripts/accuracy-prototype
-# Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index and the Kafka loop;
-# the rest is not annotated throughout yet.
+LINT_PATHS := consumer indexstore tests docs examples benchmarks tools tools/decision-frontier \
+	tools/compare-fingerprinting tools/accuracy-prototype
+# Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index, the Kafka loop
+# and the Kafka harness; the rest is not annotated throughout yet.
 TYPED_PATHS := indexstore consumer/records consumer/library consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py \
 	consumer/stream/outputs.py consumer/stream/dead_letters.py consumer/stream/input_gaps.py \
-	consumer/stream/broker_errors.py consumer/stream/batch_report.py
+	consumer/stream/broker_errors.py consumer/stream/batch_report.py consumer/harness
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := $(foreach crate,consumer/native indexstore/native,\

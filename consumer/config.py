@@ -49,7 +49,10 @@ class KafkaConfig:
     # Static per instance so a restarted instance fences its own zombie; empty = "<group_id>-0".
     transactional_id: str = ""
     batch_max_messages: int = 500
-    batch_max_wait: Duration = Duration("100ms")
+    # How long a poll waits to fill a batch. An article of a live feed waits up to this long
+    # before its batch starts, so it bounds latency from below; a busy feed fills batches of
+    # batch_max_messages without waiting. At 100/s, 20 ms gave a p50 of 40-52 ms, 100 ms 89-100.
+    batch_max_wait: Duration = Duration("20ms")
     # Partitions of the output and DLQ topics when the service creates them; 0 = as many as the
     # input topic has (keeps per-partition order visible downstream).
     create_partitions: int = 0
@@ -319,21 +322,43 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
 
 
 def _validate(config: Config) -> None:
-    def check(ok: bool, message: str) -> None:
-        if not ok:
-            raise ConfigError(message)
+    """Every option's bounds, section by section, in the order a user reads the file (the
+    first one broken is the one reported)."""
+    _validate_kafka(config.kafka)
+    _check(config.input.max_message_bytes > 0, "option [input] max_message_bytes must be positive")
+    idx = config.index
+    _check(0 <= idx.max_distance <= 16, "option [index] max_distance must be from 0 to 16")
+    _check(idx.expected_articles > 0, "option [index] expected_articles must be positive")
+    _check(bool(idx.path.strip()), "option [index] path must not be empty")
+    fp = config.fingerprint
+    check_fingerprint_options(fp.engine, fp.title_weight, fp.max_terms, fp.max_chars)
+    _validate_match(config.match)
+    _validate_scaleout(config.kafka, config.scaleout)
+    _validate_service_log_metrics(config)
+    # Durations and sizes were parsed as they were read (_coerce).
+    _check(idx.segment.ms > 0, "option [index] segment must be positive")
+    _check(
+        idx.retention.ms >= idx.segment.ms,
+        "option [index] retention must be at least one segment",
+    )
 
-    k = config.kafka
-    check(k.delivery in DELIVERY_MODES, f"option [kafka] delivery must be one of {DELIVERY_MODES}")
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _validate_kafka(k: KafkaConfig) -> None:
+    _check(k.delivery in DELIVERY_MODES, f"option [kafka] delivery must be one of {DELIVERY_MODES}")
     for key in ("bootstrap_servers", "group_id", "input_topic", "output_topic", "dlq_topic"):
-        check(bool(getattr(k, key).strip()), f"option [kafka] {key} must not be empty")
-    check(
+        _check(bool(getattr(k, key).strip()), f"option [kafka] {key} must not be empty")
+    _check(
         len({k.input_topic, k.output_topic, k.dlq_topic}) == 3,
         "options [kafka] input_topic, output_topic and dlq_topic must be three different topics",
     )
-    check(k.batch_max_messages >= 1, "option [kafka] batch_max_messages must be at least 1")
-    check(k.create_partitions >= 0, "option [kafka] create_partitions must be 0 or more")
-    check(
+    _check(k.batch_max_messages >= 1, "option [kafka] batch_max_messages must be at least 1")
+    _check(k.create_partitions >= 0, "option [kafka] create_partitions must be 0 or more")
+    _check(
         k.auto_offset_reset in OFFSET_RESETS,
         f"option [kafka] auto_offset_reset must be one of {OFFSET_RESETS}",
     )
@@ -345,64 +370,60 @@ def _validate(config: Config) -> None:
         "auto.offset.reset",
     }
     clash = reserved & set(k.client)
-    check(not clash, f"option [kafka.client] {', '.join(sorted(clash))}: set it in [kafka] instead")
-    check(config.input.max_message_bytes > 0, "option [input] max_message_bytes must be positive")
-    idx = config.index
-    check(0 <= idx.max_distance <= 16, "option [index] max_distance must be from 0 to 16")
-    check(idx.expected_articles > 0, "option [index] expected_articles must be positive")
-    check(bool(idx.path.strip()), "option [index] path must not be empty")
-    fp = config.fingerprint
-    check_fingerprint_options(fp.engine, fp.title_weight, fp.max_terms, fp.max_chars)
-    m = config.match
-    check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
-    check(0 <= m.far_min_jaccard <= 1, "option [match] far_min_jaccard must be from 0 to 1")
-    check(0 <= m.verify_margin <= 1, "option [match] verify_margin must be from 0 to 1")
-    check(1 <= m.band_min_shared <= 16, "option [match] band_min_shared must be from 1 to 16")
-    check(m.band_candidates >= 0, "option [match] band_candidates must be 0 or more")
-    check(
+    _check(
+        not clash, f"option [kafka.client] {', '.join(sorted(clash))}: set it in [kafka] instead"
+    )
+
+
+def _validate_match(m: MatchConfig) -> None:
+    _check(0 <= m.min_jaccard <= 1, "option [match] min_jaccard must be from 0 to 1")
+    _check(0 <= m.far_min_jaccard <= 1, "option [match] far_min_jaccard must be from 0 to 1")
+    _check(0 <= m.verify_margin <= 1, "option [match] verify_margin must be from 0 to 1")
+    _check(1 <= m.band_min_shared <= 16, "option [match] band_min_shared must be from 1 to 16")
+    _check(m.band_candidates >= 0, "option [match] band_candidates must be 0 or more")
+    _check(
         m.boilerplate_min_articles >= 0, "option [match] boilerplate_min_articles must be 0 or more"
     )
-    check(0 <= m.far_distance <= 64, "option [match] far_distance must be from 0 to 64")
-    check(m.sentence_chars >= 0, "option [match] sentence_chars must be 0 or more")
-    check(
+    _check(0 <= m.far_distance <= 64, "option [match] far_distance must be from 0 to 64")
+    _check(m.sentence_chars >= 0, "option [match] sentence_chars must be 0 or more")
+    _check(
         0 <= m.sentence_min_jaccard <= 1, "option [match] sentence_min_jaccard must be from 0 to 1"
     )
-    check(
+    _check(
         0 <= m.short_text_chars <= LETTERS_KEY_CHARS,
         f"option [match] short_text_chars must be from 0 to {LETTERS_KEY_CHARS}",
     )
-    check(
+    _check(
         0 <= m.unverifiable_distance <= 64,
         "option [match] unverifiable_distance must be from 0 to 64",
     )
-    so = config.scaleout
-    check(so.partitions >= 1, "option [scaleout] partitions must be at least 1")
-    check(so.reorder_buffer >= 1, "option [scaleout] reorder_buffer must be at least 1")
+
+
+def _validate_scaleout(k: KafkaConfig, so: ScaleoutConfig) -> None:
+    _check(so.partitions >= 1, "option [scaleout] partitions must be at least 1")
+    _check(so.reorder_buffer >= 1, "option [scaleout] reorder_buffer must be at least 1")
     for key in ("internal_topic", "changelog_topic"):
-        check(bool(getattr(so, key).strip()), f"option [scaleout] {key} must not be empty")
-    check(
+        _check(bool(getattr(so, key).strip()), f"option [scaleout] {key} must not be empty")
+    _check(
         len({k.input_topic, k.output_topic, k.dlq_topic, so.internal_topic, so.changelog_topic})
         == 5,
         "options [scaleout] internal_topic and changelog_topic must differ from each other and "
         "from the [kafka] topics",
     )
-    check(config.service.workers >= 0, "option [service] workers must be 0 (one per core) or more")
-    check(config.service.reorder_window >= 0, "option [service] reorder_window must be 0 or more")
-    check(
+
+
+def _validate_service_log_metrics(config: Config) -> None:
+    _check(config.service.workers >= 0, "option [service] workers must be 0 (one per core) or more")
+    _check(config.service.reorder_window >= 0, "option [service] reorder_window must be 0 or more")
+    _check(
         config.log.level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"),
         "option [log] level must be DEBUG, INFO, WARNING or ERROR",
     )
-    check(config.log.format in ("text", "json"), "option [log] format must be text or json")
+    _check(config.log.format in ("text", "json"), "option [log] format must be text or json")
     _, sep, port = config.metrics.listen.rpartition(":")
-    check(
+    _check(
         bool(sep) and port.isdigit() and int(port) < 65536,
         "option [metrics] listen must be HOST:PORT",
-    )
-    # Durations and sizes were parsed as they were read (_coerce).
-    check(idx.segment.ms > 0, "option [index] segment must be positive")
-    check(
-        idx.retention.ms >= idx.segment.ms,
-        "option [index] retention must be at least one segment",
     )
 
 

@@ -2,8 +2,8 @@
 
 The configuration's options of these kinds (consumer/config.py) are `Duration` and `Size`: the
 text as written, parsed once into milliseconds or bytes. The commands that take a duration on
-their command line (`index expire --retention`, `bench soak --retention`) parse it by the same
-rules. It imports nothing of newsdedup.
+their command line (`index expire --retention`, and the checkout's `python -m benchmarks soak
+--retention`) parse it by the same rules. It imports nothing of newsdedup.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """MkDocs hooks: the pages generated from the repository, so the site cannot drift from it.
 
 - benchmarks.md is BENCHMARKS.md at the repository's root, and benchmarks/history/*.md its
-  dated history, pages outside nav that BENCHMARKS.md's list links to;
+  dated history, pages outside nav that BENCHMARKS.md's list links to, and
+  benchmarks/plots/*.svg the drawings it shows;
 - the CLI reference is `--help` of every command, from consumer.cli's argparse parsers;
 - the library's API reference is the docstrings and signatures of what `newsdedup` exports;
 - the configuration page embeds config/newsdedup.toml, and its option table is checked
@@ -24,11 +25,16 @@ from mkdocs.structure.files import File, InclusionLevel
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_FILE = ROOT / "config" / "newsdedup.toml"
 HISTORY = ROOT / "benchmarks" / "history"
+PLOTS = ROOT / "benchmarks" / "plots"
 log = logging.getLogger("mkdocs.hooks.newsdedup")
 
 
 def on_files(files, config):
     # The same relative paths as in the repository, so BENCHMARKS.md's links work in both.
+    for path in sorted(PLOTS.glob("*.svg")):
+        files.append(
+            File.generated(config, f"benchmarks/plots/{path.name}", abs_src_path=str(path))
+        )
     for path in sorted(HISTORY.glob("*.md")):
         files.append(
             File.generated(

@@ -18,6 +18,14 @@ class Tally(Protocol):
 
     def get(self, keys: np.ndarray) -> np.ndarray: ...
 
+    def memory_bytes(self) -> int: ...
+
+
+# Roughly, per key counted: a dict's entry with its two int objects; a slot of the kernel's
+# hash table (a u32 key and an i64 count, padded to 16 bytes, at most 7/8 full).
+_DICT_ENTRY_BYTES = 100
+_TABLE_ENTRY_BYTES = 19
+
 
 class ReferenceTally:
     """The counts in a Counter: its update and subtract count in C, a key at a time."""
@@ -40,6 +48,9 @@ class ReferenceTally:
         listed = keys.tolist()
         return np.fromiter((get(k, 0) for k in listed), np.int64, len(listed))
 
+    def memory_bytes(self) -> int:
+        return _DICT_ENTRY_BYTES * len(self._counts)
+
 
 class NativeTally:
     """The counts in the compiled kernel's table."""
@@ -56,6 +67,12 @@ class NativeTally:
     def get(self, keys: np.ndarray) -> np.ndarray:
         raw = self._tally.get(np.ascontiguousarray(keys, dtype=np.uint32))
         return np.frombuffer(raw, dtype=np.int64).copy()
+
+    def memory_bytes(self) -> int:
+        return _TABLE_ENTRY_BYTES * len(self._tally)
+
+    def __len__(self) -> int:
+        return len(self._tally)
 
 
 _KernelTally: type | None

@@ -177,45 +177,78 @@ def run(args: argparse.Namespace) -> int:
     wall, cpu, expected = _run(reference, articles, batch=False)
     progress.advance()
     jieba = _result("jieba", "python", "per-article", n, megabytes, setup, wall, cpu, expected)
-
-    # The variants alternate, so that all see the same machine load.
-    python_fast, python_setup = _build("rjieba", native=False)
-    native_fast, native_setup = _build("rjieba")
-    best: dict[tuple[str, str], tuple[float, float, list[Fingerprint | None]]] = {}
-    with progress:
-        for _ in range(args.repeat):
-            for kernel, path in variants:
-                fingerprinter = native_fast if kernel == "native" else python_fast
-                measured = _run(fingerprinter, articles, batch=path == "batch")
-                progress.advance()
-                if (kernel, path) not in best or measured[1] < best[kernel, path][1]:
-                    best[kernel, path] = measured
+    best, setups = _fastest_of_rounds(articles, variants, args.repeat, progress)
     fast = {
         variant: _result(
             "rjieba",
             *variant,
             n,
             megabytes,
-            native_setup if variant[0] == "native" else python_setup,
+            setups[variant[0]],
             *measured,
         )
         for variant, measured in best.items()
     }
+    report = _report(args, articles, expected, jieba, fast, best)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_report(report, jieba, fast, args.repeat)
+    return 0
 
-    def agreement(fingerprints: list[Fingerprint | None]) -> dict[str, float | int]:
-        pairs = list(zip(expected, fingerprints, strict=True))
-        same = sum(a == b for a, b in pairs)
-        distances = [hamming(a.simhash, b.simhash) for a, b in pairs if a and b and a != b]
-        return {
-            "identical_share": same / n,
-            "differing": n - same,
-            "max_distance_when_differing": max(distances, default=0),
-        }
 
+_Measured = tuple[float, float, list[Fingerprint | None]]  # wall s, CPU s, fingerprints
+
+
+def _fastest_of_rounds(
+    articles: list[tuple[str, str]],
+    variants: list[tuple[str, str]],
+    repeat: int,
+    progress: Progress,
+) -> tuple[dict[tuple[str, str], _Measured], dict[str, float]]:
+    """Each rjieba variant's fastest run (least CPU) of `repeat`, and each kernel's setup
+    seconds. The variants alternate, so that all see the same machine load."""
+    python_fast, python_setup = _build("rjieba", native=False)
+    native_fast, native_setup = _build("rjieba")
+    best: dict[tuple[str, str], _Measured] = {}
+    with progress:
+        for _ in range(repeat):
+            for kernel, path in variants:
+                fingerprinter = native_fast if kernel == "native" else python_fast
+                measured = _run(fingerprinter, articles, batch=path == "batch")
+                progress.advance()
+                if (kernel, path) not in best or measured[1] < best[kernel, path][1]:
+                    best[kernel, path] = measured
+    return best, {"native": native_setup, "python": python_setup}
+
+
+def _agreement(
+    expected: list[Fingerprint | None], fingerprints: list[Fingerprint | None]
+) -> dict[str, float | int]:
+    """How many fingerprints equal jieba's, and how far the others are (SimHash bits)."""
+    pairs = list(zip(expected, fingerprints, strict=True))
+    same = sum(a == b for a, b in pairs)
+    distances = [hamming(a.simhash, b.simhash) for a, b in pairs if a and b and a != b]
+    return {
+        "identical_share": same / len(pairs),
+        "differing": len(pairs) - same,
+        "max_distance_when_differing": max(distances, default=0),
+    }
+
+
+def _report(
+    args: argparse.Namespace,
+    articles: list[tuple[str, str]],
+    expected: list[Fingerprint | None],
+    jieba: EngineResult,
+    fast: dict[tuple[str, str], EngineResult],
+    best: dict[tuple[str, str], _Measured],
+) -> dict:
+    n = len(articles)
     floor = _segmenter_floor(articles)
     normalization, t2s = _normalization_floor(articles)
     native_batch = fast["native", "batch"]
-    report = {
+    return {
         "data": args.data,
         "articles": n,
         "avg_chars": sum(len(t) + len(c) for t, c in articles) / n,
@@ -225,17 +258,22 @@ def run(args: argparse.Namespace) -> int:
         "speedup": native_batch.docs_per_cpu_second / jieba.docs_per_cpu_second,
         "native_speedup": native_batch.docs_per_cpu_second
         / fast["python", "batch"].docs_per_cpu_second,
-        **agreement(best["native", "batch"][2]),
-        "agreement": {f"{k} {p}": agreement(fps) for (k, p), (_, _, fps) in best.items()},
+        **_agreement(expected, best["native", "batch"][2]),
+        "agreement": {
+            f"{k} {p}": _agreement(expected, fps) for (k, p), (_, _, fps) in best.items()
+        },
         "native_equals_python": best["native", "batch"][2] == best["python", "batch"][2],
         "rjieba_cut_only_docs_per_cpu_second": floor,
         "normalization_only_docs_per_cpu_second": normalization,
         "opencc_t2s_only_docs_per_cpu_second": t2s,
     }
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    print(f"{args.data}: {n:,} articles, {report['avg_chars']:,.0f} chars on average")
+
+
+def _print_report(
+    report: dict, jieba: EngineResult, fast: dict[tuple[str, str], EngineResult], repeat: int
+) -> None:
+    articles, chars = report["articles"], report["avg_chars"]
+    print(f"{report['data']}: {articles:,} articles, {chars:,.0f} chars on average")
     print(
         f"{'engine':8} {'kernel':7} {'path':12} {'docs/s':>8} {'MB/s':>6} {'docs/CPU-s':>11} "
         f"{'setup s':>8} {'errors':>6}  identical to jieba"
@@ -254,15 +292,17 @@ def run(args: argparse.Namespace) -> int:
             f"{r.mb_per_second:6.2f} {r.docs_per_cpu_second:11,.0f} {r.setup_seconds:8.2f} "
             f"{r.errors:6}  {same}"
         )
-    print(f"rjieba: fastest of {args.repeat} alternating rounds per variant")
+    print(f"rjieba: fastest of {repeat} alternating rounds per variant")
     print(
         "native kernel = Python code (batch): "
         f"{'identical' if report['native_equals_python'] else 'DIFFERENT'} fingerprints; "
         f"{report['native_speedup']:.2f}× the docs/CPU-s"
     )
+    floor = report["rjieba_cut_only_docs_per_cpu_second"]
+    normalization = report["normalization_only_docs_per_cpu_second"]
+    t2s = report["opencc_t2s_only_docs_per_cpu_second"]
     print(f"rjieba.cut alone on normalized text: {floor:,.0f} docs/CPU-s (the segmenter's floor)")
     print(
         f"normalization alone: {normalization:,.0f} docs/CPU-s, of which OpenCC t2s alone: "
         f"{t2s:,.0f} docs/CPU-s (not in the native kernel)"
     )
-    return 0

@@ -1,4 +1,5 @@
-"""`newsdedup bench …`: benchmarks, one module per subject in `consumer.bench`."""
+"""`newsdedup bench …`: the benchmarks a user runs on their own data, without a broker; one
+module per subject in `consumer.bench`. Those against Kafka need a checkout: benchmarks/."""
 
 from __future__ import annotations
 
@@ -8,13 +9,7 @@ import signal
 from collections.abc import Callable
 
 # Order is the order shown in --help.
-BENCH_MODULES = (
-    "fingerprint",
-    "index",
-    "pipeline",
-    "scaleout",
-    "soak",
-)
+BENCH_MODULES = ("fingerprint", "index")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from consumer.evaluation import truth
-from consumer.evaluation.feed import Article
-from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.feed import FeedArticle
+from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.ops.progress import Progress
 from consumer.records import DecisionKind
 
@@ -97,7 +97,9 @@ class _Rensa:
         self._lsh.insert(key, sketch)
 
 
-def _run_lsh(system: str, index: _LshIndex, articles: Sequence[Article], verified: bool) -> Run:
+def _run_lsh(
+    system: str, index: _LshIndex, articles: Sequence[FeedArticle], verified: bool
+) -> SystemRun:
     """Plain: the earliest LSH candidate is the match. Verified: the candidate with the highest
     estimated Jaccard, the earliest on ties, and only if the estimate is ≥ the threshold."""
     sketches: list[Any] = []  # by feed position; None for an article with no text
@@ -118,15 +120,15 @@ def _run_lsh(system: str, index: _LshIndex, articles: Sequence[Article], verifie
                     match = min(candidates, default=None)
                 index.insert(i, sketch)
             if match is None:
-                decisions.append(Decision(article.id, DecisionKind.UNIQUE))
+                decisions.append(SystemAnswer(article.id, DecisionKind.UNIQUE))
             else:
                 same = normalized_of[match] == normalized
                 verdict = DecisionKind.DUPLICATE if same else DecisionKind.NEAR_DUPLICATE
-                decisions.append(Decision(article.id, verdict, articles[match].id))
+                decisions.append(SystemAnswer(article.id, verdict, articles[match].id))
             sketches.append(sketch)
             normalized_of.append(normalized)
             progress.advance()
-    return Run(
+    return SystemRun(
         system,
         tuple(decisions),
         time.perf_counter() - started,
@@ -144,27 +146,27 @@ def _best_verified(sketch: Any, candidates: Collection[int], sketches: list[Any]
     return None if best is None else best[1]
 
 
-def run_minhash(articles: Sequence[Article]) -> Run:
+def run_minhash(articles: Sequence[FeedArticle]) -> SystemRun:
     """datasketch MinHashLSH, plain: any LSH candidate is the match (the earliest)."""
     return _run_lsh("minhash", _Datasketch(), articles, verified=False)
 
 
-def run_minhash_verified(articles: Sequence[Article]) -> Run:
+def run_minhash_verified(articles: Sequence[FeedArticle]) -> SystemRun:
     """datasketch MinHashLSH, the best candidate kept if its estimated Jaccard is ≥ 0.5."""
     return _run_lsh("minhash-verified", _Datasketch(), articles, verified=True)
 
 
-def run_rensa(articles: Sequence[Article]) -> Run:
+def run_rensa(articles: Sequence[FeedArticle]) -> SystemRun:
     """rensa RMinHashLSH (32 bands × 4), plain: any LSH candidate is the match (the earliest)."""
     return _run_lsh("rensa", _Rensa(), articles, verified=False)
 
 
-def run_rensa_verified(articles: Sequence[Article]) -> Run:
+def run_rensa_verified(articles: Sequence[FeedArticle]) -> SystemRun:
     """rensa RMinHashLSH (32 bands × 4), the best candidate kept if its estimate is ≥ 0.5."""
     return _run_lsh("rensa-verified", _Rensa(), articles, verified=True)
 
 
-def run_simhash(articles: Sequence[Article]) -> Run:
+def run_simhash(articles: Sequence[FeedArticle]) -> SystemRun:
     """The `simhash` package: SimhashIndex over its own character 4-gram features, k = 3.
 
     The match is the candidate at the smallest Hamming distance, the earliest on ties.
@@ -183,7 +185,7 @@ def run_simhash(articles: Sequence[Article]) -> Run:
         for i, article in enumerate(articles):
             normalized = truth.normalize(article.text)
             if not normalized:
-                decisions.append(Decision(article.id, DecisionKind.UNIQUE))
+                decisions.append(SystemAnswer(article.id, DecisionKind.UNIQUE))
                 progress.advance()
                 continue
             # Given a string, Simhash cuts its own character 4-grams (width=4), as documented.
@@ -193,15 +195,15 @@ def run_simhash(articles: Sequence[Article]) -> Run:
                 key = min(near, key=lambda k: (fingerprint.distance(hashes[k]), position[k]))
                 same = normalized_of[key] == normalized
                 verdict = DecisionKind.DUPLICATE if same else DecisionKind.NEAR_DUPLICATE
-                decisions.append(Decision(article.id, verdict, key))
+                decisions.append(SystemAnswer(article.id, verdict, key))
             else:
-                decisions.append(Decision(article.id, DecisionKind.UNIQUE))
+                decisions.append(SystemAnswer(article.id, DecisionKind.UNIQUE))
             index.add(article.id, fingerprint)
             hashes[article.id] = fingerprint
             position[article.id] = i
             normalized_of[article.id] = normalized
             progress.advance()
-    return Run(
+    return SystemRun(
         "simhash",
         tuple(decisions),
         time.perf_counter() - started,
@@ -209,7 +211,7 @@ def run_simhash(articles: Sequence[Article]) -> Run:
     )
 
 
-BASELINES: dict[str, Callable[[Sequence[Article]], Run]] = {
+BASELINES: dict[str, Callable[[Sequence[FeedArticle]], SystemRun]] = {
     "minhash": run_minhash,
     "minhash-verified": run_minhash_verified,
     "rensa": run_rensa,

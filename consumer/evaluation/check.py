@@ -22,8 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from consumer.evaluation.feed import Article
-from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.feed import FeedArticle
+from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.records import DecisionKind
 
 # The run whose window holds the whole feed (`whole_feed_window`).
@@ -37,7 +37,7 @@ class ContractError(Exception):
     """The check command's output does not follow the decision contract."""
 
 
-def decision_from_record(record: object) -> Decision:
+def decision_from_record(record: object) -> SystemAnswer:
     """One decision (a `check` line or an output topic record, parsed), checked against the
     contract."""
     try:
@@ -51,7 +51,7 @@ def decision_from_record(record: object) -> Decision:
         raise ContractError(f"id {article_id!r} is not a string")
     if verdict is not DecisionKind.UNIQUE and not isinstance(matched, str):
         raise ContractError(f"{verdict} without a matched_id")
-    return Decision(
+    return SystemAnswer(
         article_id,
         verdict,
         matched if isinstance(matched, str) else None,
@@ -59,7 +59,9 @@ def decision_from_record(record: object) -> Decision:
     )
 
 
-def parse_decisions(lines: Sequence[str], articles: Sequence[Article]) -> tuple[Decision, ...]:
+def parse_decisions(
+    lines: Sequence[str], articles: Sequence[FeedArticle]
+) -> tuple[SystemAnswer, ...]:
     """Decisions in feed order, checked against the contract line by line. A line marked
     `"correction": true` replaces the decision of its id (the latest decision per id counts,
     as for a reader of the output topic)."""
@@ -89,7 +91,9 @@ def _is_correction(line: str) -> bool:
         return False
 
 
-def _parse_in_order(lines: Sequence[str], articles: Sequence[Article]) -> tuple[Decision, ...]:
+def _parse_in_order(
+    lines: Sequence[str], articles: Sequence[FeedArticle]
+) -> tuple[SystemAnswer, ...]:
     if len(lines) != len(articles):
         raise ContractError(f"{len(lines)} decision lines for {len(articles)} input articles")
     decisions = []
@@ -113,7 +117,7 @@ def _rejected_lines(path: Path) -> set[int]:
         return {int(json.loads(line)["line"]) for line in f if line.strip()}
 
 
-def whole_feed_window(articles: Sequence[Article]) -> dict[str, str]:
+def whole_feed_window(articles: Sequence[FeedArticle]) -> dict[str, str]:
     """Environment overrides (they win over --config) giving `check` a window that holds the
     whole feed, as the baselines, which never forget: as many segments as the default
     window has (72 of 1 h), and the table layout chosen for the feed's size."""
@@ -137,13 +141,13 @@ def warm_up(config: Path | None) -> None:
     Fingerprinter(fingerprint_options(load_config(str(config) if config else None).fingerprint))
 
 
-def run_check(
-    articles: Sequence[Article],
+def run_newsdedup_check(
+    articles: Sequence[FeedArticle],
     config: Path | None = None,
     *,
     system: str = "newsdedup",
     environment: dict[str, str] | None = None,
-) -> Run:
+) -> SystemRun:
     """newsdedup's decisions on `articles`, from a fresh state directory; never raises for a
     failing command, so the baselines are still reported: the run carries the error instead.
     `environment` is added to this process's for the command."""
@@ -181,7 +185,7 @@ def run_check(
         )
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-            return Run(system, (), seconds, f"check exited {done.returncode}: {tail}")
+            return SystemRun(system, (), seconds, f"check exited {done.returncode}: {tail}")
         try:
             lines = out_path.read_text(encoding="utf-8").splitlines()
             rejected = _rejected_lines(dlq_path)
@@ -192,9 +196,9 @@ def run_check(
                 )
             )
             decisions = tuple(
-                Decision(a.id, DecisionKind.UNIQUE) if n in rejected else next(decided)
+                SystemAnswer(a.id, DecisionKind.UNIQUE) if n in rejected else next(decided)
                 for n, a in enumerate(articles, 1)
             )
         except (OSError, ValueError, KeyError, ContractError) as e:
-            return Run(system, (), seconds, f"check output unusable: {e}")
-    return Run(system, decisions, seconds, cpu_seconds=cpu_seconds)
+            return SystemRun(system, (), seconds, f"check output unusable: {e}")
+    return SystemRun(system, decisions, seconds, cpu_seconds=cpu_seconds)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from consumer.evaluation.feed import TruePair
-from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.evaluation.truth import MATCH_JACCARD
 
 Labels = Mapping[str, str]  # article id → its cluster's name
@@ -49,7 +49,7 @@ class ClusterScores:
 
 
 def pooled_pairs(
-    pairs: Sequence[TruePair], runs: Iterable[Run], similarity: Callable[[str, str], float]
+    pairs: Sequence[TruePair], runs: Iterable[SystemRun], similarity: Callable[[str, str], float]
 ) -> list[tuple[str, str]]:
     """The true pairs and every flag of these runs that `similarity` confirms (>= 0.5)."""
     pooled = {(p.earlier, p.later) for p in pairs}
@@ -82,7 +82,7 @@ def true_clusters(
     return {a: root(a) for a in parent}
 
 
-def predicted_clusters(decisions: Sequence[Decision]) -> dict[str, str]:
+def predicted_clusters(decisions: Sequence[SystemAnswer]) -> dict[str, str]:
     """Each article's cluster as a system decided it, in feed order: the `cluster_id` the
     system gave, if it gives one; else a flagged article joins its matched article's cluster
     and an unflagged one starts its own."""

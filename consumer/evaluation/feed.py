@@ -30,7 +30,7 @@ MIN_COPY_DELAY = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
-class Article:
+class FeedArticle:
     id: str
     title: str
     content: str
@@ -69,14 +69,14 @@ class PageTemplates:
     site's page template, and each of them as it was before, which truth keeps judging."""
 
     share: float  # of the corpus articles, templated
-    untemplated: dict[str, Article]  # templated article id → the article without its template
+    untemplated: dict[str, FeedArticle]  # templated article id → the article without its template
     site: dict[str, str]  # templated article id → the site whose template it carries
     reposts: dict[str, str]  # edited copy id → same_site, other_site or none
 
 
 @dataclass(frozen=True, slots=True)
 class Feed:
-    articles: list[Article]  # in feed (publish) order
+    articles: list[FeedArticle]  # in feed (publish) order
     pairs: list[TruePair]
     undated: int  # corpus articles left out because their date could not be read
     silver_pairs_checked: int  # silver candidate pairs whose exact Jaccard was recomputed
@@ -135,9 +135,9 @@ def parse_published_at(value: object) -> datetime | None:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
-def load_corpus(path: str | Path, limit: int | None = None) -> tuple[list[Article], int]:
+def load_corpus(path: str | Path, limit: int | None = None) -> tuple[list[FeedArticle], int]:
     """The first `limit` articles in publish order (ties: file order), and how many were undated."""
-    articles: list[Article] = []
+    articles: list[FeedArticle] = []
     undated = 0
     with Progress("reading corpus", unit="articles") as progress:
         for record in iter_jsonl(path):
@@ -148,7 +148,7 @@ def load_corpus(path: str | Path, limit: int | None = None) -> tuple[list[Articl
                 undated += 1
                 continue
             articles.append(
-                Article(
+                FeedArticle(
                     id=article_id,
                     title=str(record.get("title") or ""),
                     content=str(record.get("content") or ""),
@@ -167,7 +167,7 @@ def silver_path(corpus: str | Path) -> Path:
 
 
 def corpus_pairs(
-    articles: list[Article], candidates: Iterable[dict], texts: dict[str, str]
+    articles: list[FeedArticle], candidates: Iterable[dict], texts: dict[str, str]
 ) -> tuple[list[TruePair], int]:
     """Silver candidates among `articles` whose exact Jaccard (our truth) is ≥ 0.8.
 
@@ -195,7 +195,7 @@ def corpus_pairs(
     return pairs, checked
 
 
-def make_copies(articles: list[Article], n: int, seed: int) -> Iterator[Article]:
+def make_copies(articles: list[FeedArticle], n: int, seed: int) -> Iterator[FeedArticle]:
     """`n` edited copies of random articles, the kinds taken in turn so each is well measured.
 
     A copy whose Jaccard to its original falls below 0.5 is no longer a near-duplicate by the
@@ -224,7 +224,7 @@ def make_copies(articles: list[Article], n: int, seed: int) -> Iterator[Article]
             if truth.similarity(original.text, copy_text) < truth.MATCH_JACCARD:
                 continue
             delay = MIN_COPY_DELAY + (MAX_COPY_DELAY - MIN_COPY_DELAY) * rng.random()
-            yield Article(
+            yield FeedArticle(
                 id=f"{original.id}~edit{i}-{kind}",
                 title=edit.text.title,
                 content=edit.text.content,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from consumer.evaluation.clusters import ClusterScores, Labels, compare, predicted_clusters
 from consumer.evaluation.feed import TruePair
-from consumer.evaluation.runs import Run
+from consumer.evaluation.runs import SystemRun
 from consumer.evaluation.truth import MATCH_JACCARD
 
 Similarity = Callable[[str, str], float]
@@ -81,7 +81,7 @@ class Scores:
 
 
 def score(
-    run: Run,
+    run: SystemRun,
     pairs: Sequence[TruePair],
     similarity: Similarity,
     templated: Collection[str] | None = None,

@@ -24,15 +24,15 @@ from pathlib import Path
 from consumer.corpus import iter_jsonl
 from consumer.errors import InputError
 from consumer.evaluation import truth
-from consumer.evaluation.feed import Article
-from consumer.evaluation.runs import Run
+from consumer.evaluation.feed import FeedArticle
+from consumer.evaluation.runs import SystemRun
 
 _WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
 class PairFeed:
-    articles: list[Article]  # a then b, pair after pair
+    articles: list[FeedArticle]  # a then b, pair after pair
     same: dict[str, bool]  # pair id -> labelled as meaning the same
     short_share: float  # share of texts under 60 characters
 
@@ -62,13 +62,13 @@ def load_pairs(path: str | Path, limit: int | None = None) -> PairFeed:
     if not rows or not all({"id", "a", "b", "label"} <= set(r) for r in rows):
         raise InputError(f"{path}: expected JSONL lines with id, a, b and label")
     top = max(r["label"] for r in rows)
-    articles: list[Article] = []
+    articles: list[FeedArticle] = []
     same: dict[str, bool] = {}
     for r in rows:
         pid = str(r["id"])
         same[pid] = r["label"] == top
         for side in ("a", "b"):
-            articles.append(Article(f"{pid}/{side}", "", str(r[side]), _WHEN))
+            articles.append(FeedArticle(f"{pid}/{side}", "", str(r[side]), _WHEN))
     short = sum(len(a.content) < 60 for a in articles)
     return PairFeed(articles, same, short / len(articles))
 
@@ -77,7 +77,7 @@ def _pair_of(article_id: str) -> str:
     return article_id.rsplit("/", 1)[0]
 
 
-def score_pairs(run: Run, feed: PairFeed) -> PairScores:
+def score_pairs(run: SystemRun, feed: PairFeed) -> PairScores:
     if run.error is not None:
         return PairScores(run.system, 0, run.seconds, 0, 0, 0, 0, run.error)
     texts = {a.id: a.text for a in feed.articles}
@@ -107,7 +107,7 @@ def score_pairs(run: Run, feed: PairFeed) -> PairScores:
 _W = 16
 
 
-def to_text(path: str, feed: PairFeed, scores: Sequence[PairScores]) -> str:
+def pairs_report_text(path: str, feed: PairFeed, scores: Sequence[PairScores]) -> str:
     lines = [
         f"pairs: {path}",
         f"feed: {len(feed.same):,} pairs as {len(feed.articles):,} texts "
@@ -129,7 +129,7 @@ def to_text(path: str, feed: PairFeed, scores: Sequence[PairScores]) -> str:
     return "\n".join(lines)
 
 
-def to_json(path: str, feed: PairFeed, scores: Sequence[PairScores]) -> dict:
+def pairs_report_json(path: str, feed: PairFeed, scores: Sequence[PairScores]) -> dict:
     return {
         "pairs": path,
         "pair_count": len(feed.same),

@@ -45,7 +45,7 @@ def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
 
-def to_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
+def feed_report_text(feed: FeedSummary, scores: Sequence[Scores]) -> str:
     """The side-by-side comparison, then recall per kind of pair, for a terminal."""
     lines = [
         f"data: {feed.data}",
@@ -124,7 +124,7 @@ def _template_lines(templates: TemplateSummary | None) -> list[str]:
     ]
 
 
-def to_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
+def feed_report_json(feed: FeedSummary, scores: Sequence[Scores]) -> dict:
     """Everything in the text report, as numbers (for tracking and for BENCHMARKS.md)."""
     return {
         "feed": {

@@ -8,7 +8,7 @@ from consumer.records import DecisionKind
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class SystemAnswer:
     id: str
     verdict: DecisionKind
     matched_id: str | None = None
@@ -23,14 +23,14 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
+class SystemRun:
     """A system's decisions in feed order; `error` says why a system produced none.
 
     `seconds` is wall-clock time; `cpu_seconds` the CPU time it used (its own processes'
     user + system), which a busy machine does not inflate; None where it cannot be measured."""
 
     system: str
-    decisions: tuple[Decision, ...]
+    decisions: tuple[SystemAnswer, ...]
     seconds: float
     error: str | None = None
     cpu_seconds: float | None = None

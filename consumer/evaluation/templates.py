@@ -20,7 +20,7 @@ from random import Random
 
 from consumer.errors import InputError
 from consumer.evaluation.edits import Script, detect_script
-from consumer.evaluation.feed import Article, Feed, PageTemplates
+from consumer.evaluation.feed import Feed, FeedArticle, PageTemplates
 from consumer.evaluation.sites import CHINESE_SITES, ENGLISH_SITES, Site
 
 SAME_SITE = "same_site"
@@ -50,7 +50,7 @@ def apply_templates(feed: Feed, share: float, seed: int) -> Feed:
     shown = set(rng.sample([a.id for a in corpus], round(share * len(corpus))))
     reposts = _repost_kinds([a for a in feed.articles if a.origin_id is not None], rng)
 
-    def site_of(article: Article) -> Site | None:
+    def site_of(article: FeedArticle) -> Site | None:
         if article.origin_id is None:
             return home[article.id] if article.id in shown else None
         original = home[article.origin_id]
@@ -82,14 +82,14 @@ def apply_templates(feed: Feed, share: float, seed: int) -> Feed:
     )
 
 
-def _repost_kinds(copies: Sequence[Article], rng: Random) -> dict[str, str]:
+def _repost_kinds(copies: Sequence[FeedArticle], rng: Random) -> dict[str, str]:
     """Each copy's kind of repost: the three kinds in equal parts (±1), shuffled."""
     kinds = [REPOST_KINDS[i % len(REPOST_KINDS)] for i in range(len(copies))]
     rng.shuffle(kinds)
     return {c.id: k for c, k in zip(copies, kinds, strict=True)}
 
 
-def feed_script(corpus: Sequence[Article]) -> Script:
+def feed_script(corpus: Sequence[FeedArticle]) -> Script:
     """The script most of the corpus is written in (sampled: detection converts text)."""
     if not corpus:
         return Script.SIMPLIFIED

@@ -257,7 +257,7 @@ def same_letters(a: bytes, b: bytes) -> bool:
 def bin_minima(hashes: np.ndarray, bins: int = MINIMA) -> np.ndarray:
     """The minimum of each of `bins` (a power of two) one-permutation MinHash bins of these
     shingle hashes (uint64, all of its bits), empty bins densified; all zeros for no hash.
-    `scripts/decision-frontier` sketches with other sizes through it."""
+    `tools/decision-frontier` sketches with other sizes through it."""
     if len(hashes) == 0:
         return np.zeros(bins, dtype=np.uint64)
     ordered = np.sort(hashes)

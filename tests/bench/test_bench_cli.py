@@ -11,9 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from consumer.bench.harness import process_tree
+from benchmarks.processes import process_tree
 
-NEWSDEDUP = [sys.executable, "-m", "consumer.cli"]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The Kafka benchmarks are the checkout's (benchmarks/), run from its root.
+BENCHMARKS = [sys.executable, "-m", "benchmarks"]
 
 
 def children(pid: int) -> list[int]:
@@ -41,13 +43,14 @@ def test_a_soak_stopped_by_sigterm_stops_its_service(kafka_bootstrap: str, tmp_p
     )
     bench = subprocess.Popen(
         [
-            *NEWSDEDUP,
-            *("bench", "soak", "--data", str(feed), "--minutes", "10", "--rate", "20"),
+            *BENCHMARKS,
+            *("soak", "--data", str(feed), "--minutes", "10", "--rate", "20"),
             *("--bootstrap-servers", kafka_bootstrap, "--workers", "1"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=REPO_ROOT,
     )
     try:
         deadline = time.monotonic() + 120

@@ -1,6 +1,6 @@
 """The research replays of `check`'s decision rule reproduce what the real `check` decides:
-scripts/accuracy-prototype the default rule (band candidates, shingle hashes read near the
-threshold), scripts/decision-frontier the rule verified by the sketch alone. Their conclusions
+tools/accuracy-prototype the default rule (band candidates, shingle hashes read near the
+threshold), tools/decision-frontier the rule verified by the sketch alone. Their conclusions
 (BENCHMARKS.md, docs/accuracy.md) rest on it. Neither replays the boilerplate rule, which needs
 the window's counts: `check` runs without it here."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from consumer import cli
 from consumer.corpus import shared_data_dir
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "tools"
 SCRIPT = SCRIPTS / "decision-frontier"
 DEFAULT_RULE = "lsh=16x3,lshmin=2,lshcap=4,verify=bottom512"
 NO_BOILERPLATE = "[match]\nboilerplate_min_articles = 0\n"

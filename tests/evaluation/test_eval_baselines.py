@@ -10,7 +10,7 @@ from random import Random
 import pytest
 
 from consumer.evaluation import baselines
-from consumer.evaluation.feed import Article
+from consumer.evaluation.feed import FeedArticle
 from consumer.records import DecisionKind
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -45,8 +45,8 @@ class _ScriptedIndex:
         assert key == sketch.key
 
 
-def _article(n: int, content: str) -> Article:
-    return Article(f"a{n}", "", content, T0 + timedelta(minutes=n))
+def _article(n: int, content: str) -> FeedArticle:
+    return FeedArticle(f"a{n}", "", content, T0 + timedelta(minutes=n))
 
 
 def test_plain_takes_the_earliest_candidate_verified_the_best_estimate_above_threshold() -> None:
@@ -81,9 +81,11 @@ def runs() -> dict[str, dict[str, str]]:
     articles = [_article(i, body) for i, body in enumerate(bodies)]
     for i, body in enumerate(bodies):
         kept = body.split("。")[:5] + [_sentence(rng) for _ in range(5)]
-        articles.append(Article(f"half{i}", "", "。".join(kept) + "。", T0 + timedelta(hours=1)))
+        articles.append(
+            FeedArticle(f"half{i}", "", "。".join(kept) + "。", T0 + timedelta(hours=1))
+        )
     for i in range(5):
-        articles.append(Article(f"copy{i}", "", bodies[i][1:], T0 + timedelta(hours=2)))
+        articles.append(FeedArticle(f"copy{i}", "", bodies[i][1:], T0 + timedelta(hours=2)))
     flags = {}
     for name in MINHASH_ROWS:
         run = baselines.BASELINES[name](articles)

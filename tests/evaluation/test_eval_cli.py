@@ -210,6 +210,17 @@ def test_unknown_baseline_is_a_user_error(corpus: Path, capsys: pytest.CaptureFi
     assert "unknown lsh" in capsys.readouterr().err
 
 
+def test_through_kafka_without_a_broker_is_a_user_error_before_anything_runs(
+    corpus: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The installed eval has no broker script of its own: it is given one, or a broker."""
+    argv = ["eval", "--data", str(corpus), "--baselines", "none", "--through-kafka"]
+    assert cli.main(argv) == 2
+    assert "--kafka-local" in capsys.readouterr().err
+    assert cli.main([*argv, "--kafka-local", str(tmp_path / "kafka-local")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
 def test_contract_violations_are_reported(corpus: Path) -> None:
     articles = build_feed(corpus, limit=2, edits=0).articles
     line = json.dumps({"id": articles[0].id, "decision": "unique", "matched_id": None})

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from consumer.evaluation.clusters import compare, pooled_pairs, predicted_clusters, true_clusters
 from consumer.evaluation.feed import TruePair
-from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.records import DecisionKind
 
 
@@ -86,14 +86,14 @@ def test_true_clusters_are_the_connected_components_of_the_true_pairs() -> None:
 def test_a_system_without_cluster_ids_clusters_through_its_matches() -> None:
     near, unique = DecisionKind.NEAR_DUPLICATE, DecisionKind.UNIQUE
     decisions = [
-        Decision("a", unique),
-        Decision("b", near, "a"),
-        Decision("c", near, "b"),  # joins a's cluster through b
-        Decision("d", unique),
+        SystemAnswer("a", unique),
+        SystemAnswer("b", near, "a"),
+        SystemAnswer("c", near, "b"),  # joins a's cluster through b
+        SystemAnswer("d", unique),
     ]
     assert predicted_clusters(decisions) == {"a": "a", "b": "a", "c": "a", "d": "d"}
     # A system naming its clusters is taken at its word.
-    named = [Decision("a", unique, None, "k1"), Decision("b", near, "a", "k2")]
+    named = [SystemAnswer("a", unique, None, "k1"), SystemAnswer("b", near, "a", "k2")]
     assert predicted_clusters(named) == {"a": "k1", "b": "k2"}
 
 
@@ -106,13 +106,13 @@ def test_flags_truth_confirms_join_true_clusters_and_a_wrong_one_does_not() -> N
     def similarity(x: str, y: str) -> float:
         return 0.7 if (x, y) in similar or (y, x) in similar else 0.1
 
-    run = Run(
+    run = SystemRun(
         "system",
         (
-            Decision("a", DecisionKind.UNIQUE),
-            Decision("b", DecisionKind.NEAR_DUPLICATE, "a", "a"),
-            Decision("c", DecisionKind.NEAR_DUPLICATE, "b", "a"),
-            Decision("x", DecisionKind.NEAR_DUPLICATE, "c", "a"),
+            SystemAnswer("a", DecisionKind.UNIQUE),
+            SystemAnswer("b", DecisionKind.NEAR_DUPLICATE, "a", "a"),
+            SystemAnswer("c", DecisionKind.NEAR_DUPLICATE, "b", "a"),
+            SystemAnswer("x", DecisionKind.NEAR_DUPLICATE, "c", "a"),
         ),
         1.0,
         None,

@@ -11,7 +11,7 @@ import pytest
 
 from consumer import cli
 from consumer.corpus import shared_data_dir
-from consumer.evaluation.feed import Article
+from consumer.evaluation.feed import FeedArticle
 from consumer.evaluation.kafka_feed import partition_of_each
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -42,7 +42,7 @@ def _eval_through_kafka(
 
 
 def test_articles_are_spread_over_every_partition_the_same_way_for_a_seed() -> None:
-    articles = [Article(str(i), "", "", None) for i in range(300)]  # type: ignore[arg-type]
+    articles = [FeedArticle(str(i), "", "", None) for i in range(300)]  # type: ignore[arg-type]
     spread = partition_of_each(articles, 3, seed=0)
     assert spread == partition_of_each(articles, 3, seed=0)
     assert spread != partition_of_each(articles, 3, seed=1)

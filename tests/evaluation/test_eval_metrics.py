@@ -6,7 +6,7 @@ import pytest
 
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.metrics import score
-from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.records import DecisionKind
 
 # Jaccard of the pairs the decisions below match; any other pair is unrelated.
@@ -18,11 +18,11 @@ def similarity(x: str, y: str) -> float:
 
 
 DECISIONS = (
-    Decision("a", DecisionKind.UNIQUE),
-    Decision("b", DecisionKind.NEAR_DUPLICATE, "a"),  # right: 0.9
-    Decision("c", DecisionKind.DUPLICATE, "a"),  # wrong: 0.3 < 0.5
-    Decision("d", DecisionKind.NEAR_DUPLICATE, "b"),  # right: 0.6, though its pair names `a`
-    Decision("e", DecisionKind.UNIQUE),
+    SystemAnswer("a", DecisionKind.UNIQUE),
+    SystemAnswer("b", DecisionKind.NEAR_DUPLICATE, "a"),  # right: 0.9
+    SystemAnswer("c", DecisionKind.DUPLICATE, "a"),  # wrong: 0.3 < 0.5
+    SystemAnswer("d", DecisionKind.NEAR_DUPLICATE, "b"),  # right: 0.6, though its pair names `a`
+    SystemAnswer("e", DecisionKind.UNIQUE),
 )
 PAIRS = [
     TruePair("a", "b", "corpus", 0.9),  # found
@@ -33,7 +33,7 @@ PAIRS = [
 
 
 def test_hand_computed_scores() -> None:
-    s = score(Run("x", DECISIONS, seconds=2.0), PAIRS, similarity)
+    s = score(SystemRun("x", DECISIONS, seconds=2.0), PAIRS, similarity)
     assert (s.flagged, s.correct) == (3, 2)
     assert s.precision == pytest.approx(2 / 3)
     assert (s.pairs, s.found) == (4, 2)
@@ -49,20 +49,20 @@ def test_hand_computed_scores() -> None:
 
 
 def test_speed_per_cpu_second_only_where_cpu_time_was_measured() -> None:
-    s = score(Run("x", DECISIONS, seconds=2.0, cpu_seconds=4.0), PAIRS, similarity)
+    s = score(SystemRun("x", DECISIONS, seconds=2.0, cpu_seconds=4.0), PAIRS, similarity)
     assert s.articles_per_cpu_second == pytest.approx(1.25)
-    assert score(Run("x", DECISIONS, 2.0), PAIRS, similarity).articles_per_cpu_second is None
+    assert score(SystemRun("x", DECISIONS, 2.0), PAIRS, similarity).articles_per_cpu_second is None
 
 
 def test_nothing_flagged_has_no_precision() -> None:
-    quiet = tuple(Decision(d.id, DecisionKind.UNIQUE) for d in DECISIONS)
-    s = score(Run("x", quiet, seconds=1.0), PAIRS, similarity)
+    quiet = tuple(SystemAnswer(d.id, DecisionKind.UNIQUE) for d in DECISIONS)
+    s = score(SystemRun("x", quiet, seconds=1.0), PAIRS, similarity)
     assert s.precision is None
     assert s.recall == 0.0
     assert s.f1 is None
 
 
 def test_failed_run_has_no_numbers() -> None:
-    s = score(Run("newsdedup", (), 1.0, error="check exited 2"), PAIRS, similarity)
+    s = score(SystemRun("newsdedup", (), 1.0, error="check exited 2"), PAIRS, similarity)
     assert s.error == "check exited 2"
     assert (s.precision, s.recall, s.f1, s.articles_per_second) == (None, None, None, None)

@@ -23,7 +23,7 @@ from consumer.evaluation import check, truth
 from consumer.evaluation.edits import Script
 from consumer.evaluation.feed import Feed, build_feed
 from consumer.evaluation.metrics import score
-from consumer.evaluation.runs import Decision, Run
+from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.evaluation.sites import CHINESE_SITES, ENGLISH_SITES
 from consumer.evaluation.templates import (
     NO_TEMPLATE,
@@ -113,15 +113,15 @@ def test_a_flag_between_unrelated_pages_of_one_site_is_wrong(plain: Feed) -> Non
         if a < b and site[a] == site[b] and truth.similarity(stories[a], stories[b]) < 0.1
     )
     decisions = tuple(
-        Decision(a.id, DecisionKind.NEAR_DUPLICATE, first)
+        SystemAnswer(a.id, DecisionKind.NEAR_DUPLICATE, first)
         if a.id == second
-        else Decision(a.id, DecisionKind.UNIQUE)
+        else SystemAnswer(a.id, DecisionKind.UNIQUE)
         for a in templated.articles
     )
     judged = truth.Truth(stories)
-    s = score(Run("x", decisions, 1.0), templated.pairs, judged, templated.templated_ids())
+    s = score(SystemRun("x", decisions, 1.0), templated.pairs, judged, templated.templated_ids())
     assert (s.flagged, s.correct, s.template_flags) == (1, 0, 1)
-    assert score(Run("x", decisions, 1.0), templated.pairs, judged).template_flags is None
+    assert score(SystemRun("x", decisions, 1.0), templated.pairs, judged).template_flags is None
 
 
 def test_a_traditional_feed_gets_its_templates_in_traditional_script(plain: Feed) -> None:

@@ -30,7 +30,7 @@ U32 = st.integers(0, 2**32 - 1)
 
 
 def prototype_band_keys(minima: np.ndarray, bands: int = 16, rows: int = 3) -> bytes:
-    """`Replay.band_keys` of scripts/accuracy-prototype, for one article."""
+    """`Replay.band_keys` of tools/accuracy-prototype, for one article."""
     m = minima[None, : bands * rows].reshape(1, bands, rows)
     h = np.zeros(m.shape[:2], dtype=np.uint64)
     with np.errstate(over="ignore"):
@@ -41,7 +41,7 @@ def prototype_band_keys(minima: np.ndarray, bands: int = 16, rows: int = 3) -> b
 
 
 def prototype_bottom_k_jaccard(a: np.ndarray, b: np.ndarray, n: int = BOTTOM) -> float:
-    """`bottom_k_jaccard` of scripts/accuracy-prototype."""
+    """`bottom_k_jaccard` of tools/accuracy-prototype."""
     a, b = a[:n], b[:n]
     if len(a) == 0 and len(b) == 0:
         return 1.0

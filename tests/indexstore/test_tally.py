@@ -1,4 +1,5 @@
-"""The compiled key tally against its Counter reference: the same counts after the same adds."""
+"""The key counts against their Counter reference: the compiled tally and the sorted arrays
+(the window's table without the kernel) give the same counts after the same adds."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from indexstore.frequencies import KeyCounts
 from indexstore.tally import NATIVE_TALLY, NativeTally, ReferenceTally
 
 changes = st.lists(
@@ -39,3 +41,37 @@ def test_the_reference_counts_repeats_and_removals() -> None:
     tally.add(np.array([5], dtype=np.uint32), -1)
     tally.add(np.array([9], dtype=np.uint32), 2)
     assert tally.get(np.array([5, 7, 9, 11], dtype=np.uint32)).tolist() == [1, 1, 2, 0]
+
+
+# The window counts what its live rows carry: every removal follows an addition of its key.
+window_changes = st.lists(
+    st.lists(st.integers(0, 2**32 - 1) | st.integers(0, 50), min_size=1, max_size=40),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(window_changes, st.data())
+def test_window_counts_match_the_reference_and_forget_keys_at_zero(
+    rows: list[list[int]], data: st.DataObject
+) -> None:
+    """Rows added, then some removed again: every table counts alike, and a key no live row
+    carries takes no room in the compiled table nor in the arrays."""
+    tables = [KeyCounts(), ReferenceTally()] + ([NativeTally()] if NATIVE_TALLY else [])
+    removed = data.draw(st.sets(st.integers(0, max(len(rows) - 1, 0))))
+    arrays = [np.array(keys, dtype=np.uint32) for keys in rows]
+    for array in arrays:
+        for table in tables:
+            table.add(array, 1)
+    for i in sorted(removed):
+        if i < len(arrays):
+            for table in tables:
+                table.add(arrays[i], -1)
+    query = np.array(sorted({k for keys in rows for k in keys} | {7, 2**31}), dtype=np.uint32)
+    expected = tables[1].get(query).tolist()
+    for table in tables:
+        assert table.get(query).tolist() == expected, type(table).__name__
+    live = sum(1 for count in expected if count)
+    assert len(tables[0]) == live
+    if NATIVE_TALLY:
+        assert len(tables[2]) == live

@@ -87,6 +87,7 @@ window.addEventListener("load", () => {
       nav: nav ? Array.from(nav.querySelectorAll("a[href]"), a => a.getAttribute("href")) : null,
       heading: doc ? !!doc.querySelector("article h1") : false,
       rendered: doc ? doc.body.scrollHeight > 0 : false,
+      images: doc ? Array.from(doc.images, i => [i.getAttribute("src"), i.naturalWidth > 0]) : [],
     });
   }
   document.getElementById("results").textContent = JSON.stringify(results);
@@ -132,9 +133,18 @@ def test_every_page_renders_with_its_navigation(site: Path, tmp_path: Path) -> N
         assert r["title"] == expected, f"{src}: title {r['title']!r}"
         assert r["rendered"] and r["heading"], f"{src}: no page heading rendered"
         assert r["nav"] is not None, f"{src}: no navigation"
+        broken = [image for image, shown in r["images"] if not shown]
+        assert not broken, f"{src}: images not shown: {broken}"
         here = Path(r["page"]).parent
         links = {os.path.normpath(here / href.split("#")[0]) for href in r["nav"]}
         assert links >= set(html_pages), f"{src}: navigation misses {set(html_pages) - links}"
+
+
+def test_benchmarks_page_shows_its_plots(site: Path) -> None:
+    page = (site / "benchmarks.html").read_text(encoding="utf-8")
+    for plot in sorted((REPO_ROOT / "benchmarks" / "plots").glob("*.svg")):
+        assert f'src="benchmarks/plots/{plot.name}"' in page, f"{plot.name} is not on the page"
+        assert (site / "benchmarks" / "plots" / plot.name).read_bytes() == plot.read_bytes()
 
 
 def test_cli_reference_lists_every_command(site: Path) -> None:

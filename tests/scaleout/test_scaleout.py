@@ -18,7 +18,7 @@ from feeds import real_articles, records_by_id
 from roles import RoleProcess, scaleout_options
 from service_support import Topics, produce, read_all, wait_until
 
-from consumer.bench.scaleout import _produce_changes
+from benchmarks.scaleout import _produce_changes
 from consumer.config import FingerprintConfig, IndexConfig, InputConfig
 from consumer.records import Message, Source
 from consumer.scaleout.wire import domain_partition

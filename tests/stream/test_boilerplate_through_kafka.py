@@ -14,7 +14,7 @@ from page_templates import PORTAL_FOOTER
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.evaluation import check, truth
 from consumer.evaluation.edits import EditKind, Script, Text, apply_edit
-from consumer.evaluation.feed import Article
+from consumer.evaluation.feed import FeedArticle
 from consumer.evaluation.through_kafka import KafkaOptions, run_through_kafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 
-def footer_feed(stories: int, copies: int) -> list[Article]:
+def footer_feed(stories: int, copies: int) -> list[FeedArticle]:
     """Short unrelated stories under the footer, one a minute, then copies of some of them (on
     the same site, or without the footer: a repost elsewhere) once the footer is learned."""
     chosen: list[tuple[dict, set[str]]] = []
@@ -37,7 +37,7 @@ def footer_feed(stories: int, copies: int) -> list[Article]:
             if len(chosen) == stories:
                 break
     feed = [
-        Article(
+        FeedArticle(
             r["id"],
             r.get("title") or "",
             r["content"] + PORTAL_FOOTER,
@@ -56,7 +56,7 @@ def footer_feed(stories: int, copies: int) -> list[Article]:
         )
         content = edit.text.content + (PORTAL_FOOTER if i % 2 else "")
         when = START + timedelta(minutes=stories + i)
-        feed.append(Article(f"copy-{i}", edit.text.title, content, when))
+        feed.append(FeedArticle(f"copy-{i}", edit.text.title, content, when))
     return feed
 
 
@@ -67,7 +67,7 @@ def test_a_killed_service_relearns_the_footer_and_decides_as_check(
     # Small batches, so that the kill at half the feed lands in the middle of the work.
     monkeypatch.setenv("NEWSDEDUP_KAFKA_BATCH_MAX_MESSAGES", "10")
     feed = footer_feed(120, 30)
-    checked = check.run_check(feed)
+    checked = check.run_newsdedup_check(feed)
     assert checked.error is None
     served, delivered = run_through_kafka(
         feed, None, KafkaOptions(kafka_bootstrap, partitions=3, role=role, restart="kill")

@@ -23,7 +23,7 @@ from service_support import (
     wait_until,
 )
 
-from consumer.bench.scaleout import _produce_changes
+from benchmarks.scaleout import _produce_changes
 from consumer.config import IndexConfig
 from consumer.deciding import stored
 from consumer.stream.state import index_options

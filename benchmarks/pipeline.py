@@ -1,4 +1,4 @@
-"""`newsdedup bench pipeline`: the whole service against a real broker, per delivery mode.
+"""`python -m benchmarks pipeline`: the whole service against a real broker, per delivery mode.
 
 Two measurements per mode, each on fresh topics and a fresh index:
 - full speed: N articles preloaded, then the service started; throughput is N over the time
@@ -19,29 +19,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
-import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
-from consumer.bench.harness import (
-    PrivateBroker,
-    bench_topics,
-    free_port,
-    load_feed,
-    tree_cpu_seconds,
-    tree_rss,
-)
+from benchmarks import KAFKA_LOCAL
+from benchmarks.processes import load_feed, tree_cpu_seconds, tree_rss
 from consumer.errors import NewsdedupError
+from consumer.harness.broker import PrivateBroker, Topics, client_settings, free_port
+from consumer.harness.records import InputRecord, decision_reader, produce
+from consumer.harness.service import ServiceProcess, service_env
 from consumer.ops.progress import Progress
 
 
@@ -129,7 +123,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if len(values) < args.limit:
         raise NewsdedupError(f"{args.data} has only {len(values)} articles")
     results: list[RunResult] = []
-    with PrivateBroker(args.bootstrap_servers) as bootstrap:
+    with PrivateBroker(args.bootstrap_servers, KAFKA_LOCAL) as bootstrap:
         for delivery in args.delivery.split(","):
             results.append(_full_speed(bootstrap, values[: args.limit], delivery, args))
             if args.scrape_compare:
@@ -161,7 +155,7 @@ def _cycled(values: list[bytes], n: int) -> list[bytes]:
 
 
 def _producer(bootstrap: str) -> Producer:
-    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    return Producer(client_settings(bootstrap, **{"linger.ms": 5, "enable.idempotence": True}))
 
 
 def _produce(
@@ -173,23 +167,24 @@ def _produce(
     first_key: int = 0,
 ) -> None:
     """`values` keyed by their number; at `rate` per second, each dated as it is sent."""
-    producer = producer or _producer(bootstrap)
     started = time.monotonic()
-    for i, value in enumerate(values, first_key):
-        if rate > 0:
-            value = _dated_now(value)
-        while True:
-            try:
-                producer.produce(topic, value=value, key=str(i).encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-        if rate > 0:
-            ahead = (i - first_key + 1) / rate - (time.monotonic() - started)
-            if ahead > 0:
-                time.sleep(ahead)
-    producer.flush(60)
+
+    def keep_rate(sent: int) -> None:
+        ahead = sent / rate - (time.monotonic() - started)
+        if ahead > 0:
+            time.sleep(ahead)
+
+    records = (
+        InputRecord(str(i).encode(), _dated_now(value) if rate > 0 else value)
+        for i, value in enumerate(values, first_key)
+    )
+    produce(
+        producer or _producer(bootstrap),
+        topic,
+        records,
+        after_each=keep_rate if rate > 0 else None,
+        flush_s=60,
+    )
 
 
 def _dated_now(value: bytes) -> bytes:
@@ -204,7 +199,7 @@ class _Service:
     def __init__(
         self,
         bootstrap: str,
-        topics: tuple[str, str, str],
+        topics: Topics,
         delivery: str,
         workers: int,
         state: str,
@@ -213,14 +208,8 @@ class _Service:
     ) -> None:
         self.metrics_port = free_port()
         env = {
-            **os.environ,
-            "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-            "NEWSDEDUP_KAFKA_INPUT_TOPIC": topics[0],
-            "NEWSDEDUP_KAFKA_OUTPUT_TOPIC": topics[1],
-            "NEWSDEDUP_KAFKA_DLQ_TOPIC": topics[2],
-            "NEWSDEDUP_KAFKA_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
-            "NEWSDEDUP_KAFKA_DELIVERY": delivery,
-            "NEWSDEDUP_INDEX_PATH": state,
+            **service_env(bootstrap, topics, "bench", delivery),
+            "NEWSDEDUP_INDEX_PATH": str(Path(state) / "index"),
             "NEWSDEDUP_INDEX_RETENTION": "36500d",
             "NEWSDEDUP_INDEX_SEGMENT": "30d",
             "NEWSDEDUP_METRICS_LISTEN": f"127.0.0.1:{self.metrics_port}",
@@ -231,8 +220,13 @@ class _Service:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(Path(service_path).resolve()), os.environ.get("PYTHONPATH")) if p
             )
+        # The console script, not `python -m`, which would put the harness's own checkout
+        # (the working directory) before --service-path's on the path.
         newsdedup = str(Path(sys.executable).parent / "newsdedup")
-        self.process = subprocess.Popen([newsdedup, "run"], env=env, stderr=subprocess.PIPE)
+        self.instance = ServiceProcess(
+            "newsdedup run", [newsdedup, "run"], env, Path(state) / "log"
+        )
+        self.instance.start()
         self.peak_rss = 0
         self.cpu_samples: list[tuple[float, float]] = []  # (wall clock ms, CPU seconds so far)
         self._sampling = True
@@ -254,8 +248,8 @@ class _Service:
 
     def _sample(self) -> None:
         while self._sampling:
-            self.peak_rss = max(self.peak_rss, tree_rss(self.process.pid))
-            self.cpu_samples.append((time.time() * 1000, tree_cpu_seconds(self.process.pid)))
+            self.peak_rss = max(self.peak_rss, tree_rss(self.instance.pid))
+            self.cpu_samples.append((time.time() * 1000, tree_cpu_seconds(self.instance.pid)))
             time.sleep(0.2)
 
     def cpu_between(self, first_ms: float, last_ms: float) -> float:
@@ -269,55 +263,36 @@ class _Service:
 
     def stop(self) -> None:
         self._sampling = False
-        self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        if self.process.returncode not in (0, None, -9):
-            err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-            raise NewsdedupError(f"the service exited with {self.process.returncode}: {err[-800:]}")
+            code = self.instance.stop("term")
+        except NewsdedupError:
+            return  # killed after the wait, as a hung service is: its figures stand
+        if code not in (0, None):
+            raise NewsdedupError(f"the service exited with {code}: {self.instance.last_lines(800)}")
 
 
 def _read_decisions(
-    bootstrap: str, topic: str, expected: int, timeout: float, label: str
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float, label: str
 ) -> dict[str, int]:
     """Article key → the decision's Kafka timestamp (ms), until `expected` are in."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-reader-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
+    reader = decision_reader(bootstrap, [(topic, partitions)], "bench-reader")
     seen: dict[str, int] = {}
     deadline = time.monotonic() + timeout
     with Progress(label, total=expected, unit="decisions") as progress:
         while len(seen) < expected and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 0.5):
+            for m in reader.consume(1000, 0.5):
                 if m.error():
                     continue
                 article_id = json.loads(m.value())["id"]
                 if article_id not in seen:
                     seen[article_id] = m.timestamp()[1]
                     progress.advance()
-    consumer.close()
+    reader.close()
     return seen
 
 
-def _input_times(bootstrap: str, topic: str, expected: int) -> dict[str, int]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-input-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
+def _input_times(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[str, int]:
+    consumer = decision_reader(bootstrap, [(topic, partitions)], "bench-input")
     times: dict[str, int] = {}
     deadline = time.monotonic() + 120
     while len(times) < expected and time.monotonic() < deadline:
@@ -335,8 +310,8 @@ def _full_speed(
     args: argparse.Namespace,
     scrape: bool = False,
 ) -> RunResult:
-    topics = bench_topics(bootstrap, args.partitions)
-    _produce(bootstrap, topics[0], values)
+    topics = Topics.create(bootstrap, args.partitions, "bench")
+    _produce(bootstrap, topics.input, values)
     mode = "full_speed+scrape" if scrape else "full_speed"
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
         service = _Service(
@@ -346,7 +321,12 @@ def _full_speed(
             # At least 100 articles/s, or the run is reported as it stands (decided < articles).
             timeout = max(900.0, len(values) / 100)
             decided = _read_decisions(
-                bootstrap, topics[1], len(values), timeout, f"{delivery} {mode}"
+                bootstrap,
+                topics.output,
+                args.partitions,
+                len(values),
+                timeout,
+                f"{delivery} {mode}",
             )
         finally:
             service.stop()
@@ -370,7 +350,7 @@ def _full_speed(
 def _fixed_rate(
     bootstrap: str, values: list[bytes], delivery: str, args: argparse.Namespace
 ) -> RunResult:
-    topics = bench_topics(bootstrap, args.partitions)
+    topics = Topics.create(bootstrap, args.partitions, "bench")
     with tempfile.TemporaryDirectory(prefix="newsdedup-bench-state-") as state:
         service = _Service(
             bootstrap, topics, delivery, args.workers, state, service_path=args.service_path
@@ -380,22 +360,29 @@ def _fixed_rate(
             # the same producer goes on, so its own start (an idempotent producer id is fetched
             # from the broker before anything is sent) is not counted either.
             generator = _producer(bootstrap)
-            _produce(bootstrap, topics[0], values[:1], producer=generator)
-            _read_decisions(bootstrap, topics[1], 1, 120, f"{delivery} warm-up")
+            _produce(bootstrap, topics.input, values[:1], producer=generator)
+            _read_decisions(
+                bootstrap, topics.output, args.partitions, 1, 120, f"{delivery} warm-up"
+            )
             rest = values[1:]
             producer = threading.Thread(
-                target=_produce, args=(bootstrap, topics[0], rest, args.rate, generator, 1)
+                target=_produce, args=(bootstrap, topics.input, rest, args.rate, generator, 1)
             )
             started = time.monotonic()
             producer.start()
             decided = _read_decisions(
-                bootstrap, topics[1], len(values), 900, f"{delivery} at {args.rate:.0f}/s"
+                bootstrap,
+                topics.output,
+                args.partitions,
+                len(values),
+                900,
+                f"{delivery} at {args.rate:.0f}/s",
             )
             producer.join()
             seconds = time.monotonic() - started
         finally:
             service.stop()
-    produced = _input_times(bootstrap, topics[0], len(values))
+    produced = _input_times(bootstrap, topics.input, args.partitions, len(values))
     latencies = sorted(decided[k] - produced[k] for k in decided if k in produced)
     return RunResult(
         delivery,

@@ -1,4 +1,5 @@
-"""`make demo`: a local broker, a synthetic feed, the real service, and a summary of its decisions.
+"""`make demo` (scripts/demo): a local broker, a synthetic feed, the real service, and a
+summary of its decisions.
 
 Everything it starts it stops again, also on failure or Ctrl-C. State lives under `.demo/`.
 """
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer
 
 from consumer.samplefeed import write_feed
 
+# A checkout-only tool: the checkout's broker script is found from here.
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / ".demo"
 KAFKA_PORT = int(os.environ.get("DEMO_KAFKA_PORT", "19092"))
@@ -37,13 +39,6 @@ def say(text: str) -> None:
 
 
 def main() -> int:
-    if not (REPO / "scripts" / "kafka-local").exists():
-        print(
-            "demo: needs a source checkout of newsdedup (it starts a broker with "
-            "scripts/kafka-local); run `make demo` there",
-            file=sys.stderr,
-        )
-        return 2
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir()

@@ -1,4 +1,4 @@
-"""`newsdedup bench soak`: the service under a steady live feed for minutes, against a real
+"""`python -m benchmarks soak`: the service under a steady live feed for minutes, against a real
 broker, watched for what only time shows: throughput that sags, memory that creeps, disk that
 outgrows the window.
 
@@ -34,8 +34,11 @@ from pathlib import Path
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumer.bench.harness import PrivateBroker, bench_topics, free_port, load_feed, tree_rss
+from benchmarks import KAFKA_LOCAL
+from benchmarks.processes import load_feed, tree_rss
 from consumer.errors import NewsdedupError
+from consumer.harness.broker import PrivateBroker, Topics, free_port
+from consumer.harness.service import service_env
 from consumer.ops.progress import Progress
 from consumer.quantities import parse_duration_ms
 
@@ -122,14 +125,14 @@ def run_soak(args: argparse.Namespace) -> int:
     if args.state:
         Path(args.state).mkdir(parents=True)  # a new one: never mix two runs' files
     with (
-        PrivateBroker(args.bootstrap_servers) as bootstrap,
+        PrivateBroker(args.bootstrap_servers, KAFKA_LOCAL) as bootstrap,
         contextlib.nullcontext(args.state)
         if args.state
         else tempfile.TemporaryDirectory(prefix="newsdedup-soak-") as state,
     ):
-        topics = bench_topics(bootstrap, 3)
+        topics = Topics.create(bootstrap, 3, "bench")
         service = _start_service(bootstrap, topics, state, args)
-        feed = _Feed(bootstrap, topics[0], articles, args.rate, args.reposts)
+        feed = _Feed(bootstrap, topics.input, articles, args.rate, args.reposts)
         samples: list[Sample] = []
         try:
             _wait_ready(service, timeout=120)
@@ -241,17 +244,11 @@ class _SoakService:
 
 
 def _start_service(
-    bootstrap: str, topics: tuple[str, str, str], state: str, args: argparse.Namespace
+    bootstrap: str, topics: Topics, state: str, args: argparse.Namespace
 ) -> _SoakService:
     port = free_port()
     env = {
-        **os.environ,
-        "NEWSDEDUP_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "NEWSDEDUP_KAFKA_INPUT_TOPIC": topics[0],
-        "NEWSDEDUP_KAFKA_OUTPUT_TOPIC": topics[1],
-        "NEWSDEDUP_KAFKA_DLQ_TOPIC": topics[2],
-        "NEWSDEDUP_KAFKA_GROUP_ID": f"soak-{uuid.uuid4().hex[:8]}",
-        "NEWSDEDUP_KAFKA_DELIVERY": args.delivery,
+        **service_env(bootstrap, topics, "soak", args.delivery),
         "NEWSDEDUP_INDEX_PATH": str(Path(state) / "index"),
         "NEWSDEDUP_INDEX_RETENTION": args.retention,
         "NEWSDEDUP_INDEX_SEGMENT": args.segment,

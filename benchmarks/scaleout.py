@@ -1,4 +1,4 @@
-"""`newsdedup bench restore` and `newsdedup bench scaleout`: the two costs of scaling out."""
+"""`python -m benchmarks restore` and `… scaleout`: the two costs of scaling out."""
 
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumer.bench.harness import PrivateBroker, free_port, load_feed
+from benchmarks import KAFKA_LOCAL
+from benchmarks.processes import load_feed
 from consumer.config import IndexConfig
 from consumer.deciding import stored
 from consumer.deciding.stored import StoredDecision
 from consumer.errors import NewsdedupError
+from consumer.harness.broker import PrivateBroker, free_port
 from consumer.records import DecisionKind
 from consumer.scaleout.changelog import restore_partition
 from consumer.scaleout.domains import DomainStores
@@ -34,7 +36,7 @@ HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
-class RestoreResult:
+class RestoreMeasurement:
     records: int
     produce_seconds: float
     restore_seconds: float
@@ -111,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    with PrivateBroker(args.bootstrap_servers) as bootstrap:
+    with PrivateBroker(args.bootstrap_servers, KAFKA_LOCAL) as bootstrap:
         topic = _create(bootstrap, f"bench-{uuid.uuid4().hex[:8]}.changelog", 1)
         t0 = time.perf_counter()
         _produce_changes(bootstrap, topic, args.records)
@@ -126,7 +128,7 @@ def run_restore(args: argparse.Namespace) -> int:
                 disk = sum(s.stats().disk_bytes for s in stores.all_stores())
             with DomainStores(index, state) as stores:
                 tail = restore_partition(settings, topic, 0, stores)
-    result = RestoreResult(
+    result = RestoreMeasurement(
         records=args.records,
         produce_seconds=round(produced, 2),
         restore_seconds=round(first.seconds, 2),
@@ -215,7 +217,7 @@ def run_scaleout(args: argparse.Namespace) -> int:
     if len(values) < args.limit:
         raise NewsdedupError(f"{args.data} has only {len(values)} articles")
     results: list[ScaleoutRound] = []
-    with PrivateBroker(args.bootstrap_servers) as bootstrap:
+    with PrivateBroker(args.bootstrap_servers, KAFKA_LOCAL) as bootstrap:
         for _ in range(args.rounds):
             for instances in (1, 2):
                 results.append(_round(bootstrap, values, instances, args.workers))
