@@ -21,7 +21,7 @@ LINT_PATHS := consumer indexstore tests docs examples benchmarks tools tools/dec
 	tools/compare-fingerprinting tools/accuracy-prototype
 # Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index, the Kafka loop
 # and the Kafka harness; the rest is not annotated throughout yet.
-TYPED_PATHS := indexstore consumer/library consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py \
+TYPED_PATHS := indexstore consumer/records consumer/library consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py \
 	consumer/stream/outputs.py consumer/stream/dead_letters.py consumer/stream/input_gaps.py \
 	consumer/stream/broker_errors.py consumer/stream/batch_report.py consumer/harness
 # The native kernels (fingerprint and index probe) are built with cargo, which rustup installs here.

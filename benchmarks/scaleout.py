@@ -22,10 +22,10 @@ from benchmarks import KAFKA_LOCAL
 from benchmarks.processes import load_feed
 from consumer.config import IndexConfig
 from consumer.deciding import stored
-from consumer.deciding.decision import DecisionKind
 from consumer.deciding.stored import StoredDecision
 from consumer.errors import NewsdedupError
 from consumer.harness.broker import PrivateBroker, free_port
+from consumer.records import DecisionKind
 from consumer.scaleout.changelog import restore_partition
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import change_key, encode_change

@@ -78,7 +78,7 @@ def library_reference() -> str:
 
     def signature(obj: object) -> str:
         text = str(inspect.signature(obj))
-        return text.replace("consumer.deciding.decision.", "").replace("'", "")
+        return text.replace("consumer.records.decision.", "").replace("'", "")
 
     parts = []
     for name in ("Deduplicator", "Decisions", "Explanation", "InvalidArticle", "Decision"):

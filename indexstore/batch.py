@@ -340,8 +340,11 @@ class Batch:
             self._watermark = time_ms
 
     def set_position(self, key: str, next_offset: int) -> None:
+        """Record how far the caller has read `key`. A position never goes back, here or at
+        the commit (IndexStore): a caller that decides out of offset order (a reorder
+        window) reads a record after later ones."""
         self._check()
-        self._positions[key] = next_offset
+        self._positions[key] = max(self._positions.get(key, next_offset), next_offset)
 
     def commit(self, expire: bool = False) -> None:
         """Write everything of this batch in ONE atomic WriteBatch, then update the caches

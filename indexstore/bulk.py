@@ -30,7 +30,7 @@ from indexstore.errors import IndexStoreError
 from indexstore.frequencies import FrequencyPolicy
 from indexstore.model import RecordColumns
 from indexstore.rocksdb_errors import RocksDBErrors
-from indexstore.window import window_start
+from indexstore.window import are_late, window_start
 
 # Reads the stored shingles of committed rows (segment, seq): None where a row has none.
 ShingleReader = Callable[[Sequence[int], Sequence[int]], list[bytes | None]]
@@ -126,8 +126,8 @@ def plan(
     dead_rows, dead_records = _replaced(committed, last, state.segment_ms, errors)
     picked = final.tolist()
     final_seqs = [
-        None if is_late else seq
-        for is_late, seq in zip(late[final].tolist(), seqs[final].tolist(), strict=True)
+        None if came_late else seq
+        for came_late, seq in zip(late[final].tolist(), seqs[final].tolist(), strict=True)
     ]
     # Usually no id repeats within a chunk: every record is written, nothing to pick.
     repeats = len(picked) < n
@@ -169,7 +169,7 @@ def _placed(times: np.ndarray, state: IndexState) -> tuple[np.ndarray, np.ndarra
         before[0] = state.watermark
         np.maximum(before, state.watermark, out=before)
     start = window_start(before, state.retention_ms)
-    late = known & (times < start)
+    late = known & are_late(times, start)
     gens = np.where(known, np.maximum(times, start), times) // state.generation_ms
     return late, gens
 

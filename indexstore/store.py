@@ -380,6 +380,9 @@ class IndexStore:
         the watermark are all in the same WriteBatch, so a crash never splits them.
         """
         commit_no = self._commits + 1
+        # A position never goes back (Batch.set_position): each key keeps its furthest.
+        positions = {k: max(v, self._positions.get(k, v)) for k, v in commit.positions.items()}
+        commit = dataclasses.replace(commit, positions=positions)
         writing.write_commit(self._db, self._catalog, self._errors, commit, commit_no)
         # Durable, and the catalog in line: now the rest of the caches.
         if commit.added is not None:

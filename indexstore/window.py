@@ -28,3 +28,8 @@ def is_late(event_time_ms: int, start: int | None) -> bool:
     """Whether an article of this event time is older than the window starting at `start`
     (None: no watermark yet, so nothing is late)."""
     return start is not None and event_time_ms < start
+
+
+def are_late(event_times_ms: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """`is_late` for a bulk load: each event time against the window start its record meets."""
+    return event_times_ms < starts

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from consumer.config import load_config
 from consumer.corpus import open_bytes
-from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import match_rules
 from consumer.ops.progress import Progress
-from consumer.stream.pipeline import Message, Pipeline, Rejection, wall_clock_ms
+from consumer.records import Decision, Message, Rejection, Source
+from consumer.stream.pipeline import Pipeline, wall_clock_ms
 from consumer.stream.sequence import SequenceDecider
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer

@@ -201,8 +201,8 @@ def _rebuild_from_feed(config: Config, directory: Path) -> int:
     from confluent_kafka.admin import AdminClient
 
     from consumer.ops.progress import Progress
+    from consumer.roles.replay import replay_feed
     from consumer.stream.clients import admin_config, topic_partitions
-    from consumer.stream.replay import replay_feed
     from consumer.stream.state import open_index
 
     if directory.exists() and any(directory.iterdir()):

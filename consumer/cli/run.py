@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from consumer.config import load_config
 from consumer.ops.logs import setup_logging
+from consumer.roles import ROLES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="configuration file (TOML)")
     p.add_argument(
         "--role",
-        choices=("all", "fingerprint", "decide"),
+        choices=ROLES,
         default="all",
         help="all (default): the whole pipeline in this process; fingerprint: feed → internal "
         "topic, stateless; decide: internal topic → decisions, one writer per domain "
@@ -34,17 +35,11 @@ def run_service(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     setup_logging(config.log.level, config.log.format)
     # After logging is set up: these import librdkafka.
+    from consumer.roles import service_factory
     from consumer.stream.clients import check_client_settings
 
-    if args.role == "fingerprint":
-        from consumer.scaleout.fingerprint import fingerprint_service as make_service
-    elif args.role == "decide":
-        from consumer.scaleout.decide import decide_service as make_service
-    else:
-        from consumer.stream.service import Service as make_service
-
     check_client_settings(config.kafka)
-    service = make_service(config)
+    service = service_factory(args.role)(config)
 
     def stop(signum: int, _frame: object) -> None:
         service.request_stop()

@@ -29,9 +29,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from consumer.deciding import stored
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.stored import StoredDecision
+from consumer.records import Analyzed, Decision, DecisionKind, Source
 from indexstore import ArticleRecord, Batch, Match
 
 TakesEarlier = Callable[[ArticleRecord, StoredDecision], Match | None]

@@ -39,12 +39,11 @@ from functools import partial
 
 from consumer.config import MatchConfig
 from consumer.deciding import corrections, stored
-from consumer.deciding.article import Analyzed
 from consumer.deciding.boilerplate import ArticleBoilerplate
-from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.stored import StoredDecision
 from consumer.fingerprint.shingles import bottom_jaccard
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
+from consumer.records import Analyzed, Decision, DecisionKind, Source
 from indexstore import ArticleRecord, Batch, Match, SearchResult
 
 # Candidates verified per article, best first: past the first few, a verified one is rare and

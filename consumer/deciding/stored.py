@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 
-from consumer.deciding.decision import DecisionKind
+from consumer.records import DecisionKind
 from indexstore.value import value_type
 
 VERSION = 1

@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
-from consumer.deciding.decision import DecisionKind
 from consumer.evaluation import truth
 from consumer.evaluation.feed import FeedArticle
 from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.ops.progress import Progress
+from consumer.records import DecisionKind
 
 MINHASH_PERMUTATIONS = 128
 MINHASH_SHINGLE = 5

@@ -22,9 +22,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from consumer.deciding.decision import DecisionKind
 from consumer.evaluation.feed import FeedArticle
 from consumer.evaluation.runs import SystemAnswer, SystemRun
+from consumer.records import DecisionKind
 
 # The run whose window holds the whole feed (`whole_feed_window`).
 WHOLE_FEED_SYSTEM = "newsdedup-whole"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from consumer.deciding.decision import DecisionKind
+from consumer.records import DecisionKind
 
 
 @dataclass(frozen=True, slots=True)

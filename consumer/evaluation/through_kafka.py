@@ -23,7 +23,6 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from consumer.deciding.decision import DecisionKind
 from consumer.errors import NewsdedupError
 from consumer.evaluation.feed import FeedArticle
 from consumer.evaluation.kafka_answers import Delivered, read_answers
@@ -31,6 +30,7 @@ from consumer.evaluation.kafka_feed import Backlog
 from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.harness.broker import PrivateBroker, Topics, free_port
 from consumer.harness.service import RUN_COMMAND, ServiceProcess, service_env
+from consumer.records import DecisionKind
 
 SYSTEM = "newsdedup-kafka"
 ROLES = ("all", "scaleout")

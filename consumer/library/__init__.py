@@ -30,12 +30,11 @@ from types import TracebackType
 from typing import Any
 
 from consumer.config import FingerprintConfig, IndexConfig, MatchConfig, load_config
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Decision, DecisionKind, Source
 from consumer.deciding.rules import match_rules
 from consumer.errors import NewsdedupError
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import Message, Ordered, Pipeline, wall_clock_ms
+from consumer.records import Analyzed, Decision, DecisionKind, Invalid, Message, Source
+from consumer.stream.eventtime import Timed
+from consumer.stream.pipeline import Pipeline, wall_clock_ms
 from consumer.stream.sequence import SequenceDecider
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer, fingerprint_options
@@ -194,7 +193,7 @@ class Deduplicator:
             (result,) = [r for chunk in self._pipeline.analyze([message]) for r in chunk]
             if isinstance(result, Invalid):
                 raise _invalid(0, result)
-            decided = self._pipeline.decide_ordered([Ordered(message, result, None)])
+            decided = self._pipeline.decide_ordered([Timed((message, result), None)])
             decided.index_batch.abort()
             (decision,) = decided.decisions
             fingerprint = _explainer(self._config).fingerprint(

@@ -25,7 +25,6 @@ from consumer.stream.clients import (
 
 log = logging.getLogger("newsdedup.roles")
 
-ROLES = ("all", "fingerprint", "decide")
 # The changelog keeps whole days beyond the window: a restore must find every record that can
 # still be searched, and deletion by time is per log segment, so it lags retention.ms anyway.
 _CHANGELOG_EXTRA_RETENTION_MS = 86_400_000

@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from consumer.records import Message
 from consumer.scaleout.wire import Fingerprinted
-from consumer.stream.eventtime import NO_REORDER, EventTimeOrder, ReorderWindow
+from consumer.stream.eventtime import NO_REORDER, EventTimeOrder, ReorderWindow, Timed
 from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
-from consumer.stream.pipeline import Message
 
+# An internal record and the article it carries; released as `Timed[Entry]`, with the stream
+# time its domain's watermark may move to (None: it moves none).
 Entry = tuple[Message, Fingerprinted]
-# An entry released, with its stream time (None: it moves no watermark).
-Timed = tuple[Message, Fingerprinted, int | None]
 
 
 @dataclass(slots=True)
@@ -133,15 +133,15 @@ class Sequencer:
         p = self._partitions.get(partition)
         return 0 if p is None else len(p.reads.queued)
 
-    def release(self, limit: int) -> list[Timed]:
+    def release(self, limit: int) -> list[Timed[Entry]]:
         """Entries to decide now, in each partition's event-time order, each with the stream
         time its domain's watermark may move to."""
-        out: list[Timed] = []
+        out: list[Timed[Entry]] = []
         share = max(self.max_queued // max(len(self._partitions), 1), 1)
         for p in self._partitions.values():
             for r in p.order.release(max(limit - len(out), 0)):
                 self._mark_done(p, r.item)
-                out.append((*r.item, r.time_ms))
+                out.append(r)
             # A full reorder buffer lets its earliest record go without the queues it waits for.
             while len(p.reads.queued) > share and len(out) < limit:
                 forced = p.order.release_earliest()
@@ -149,14 +149,14 @@ class Sequencer:
                     break
                 self.overflowed += 1
                 self._mark_done(p, forced.item)
-                out.append((*forced.item, forced.time_ms))
+                out.append(forced)
             # A commit that could no longer name what it has done decides the record holding
             # it back now, out of order, rather than stop.
             while p.reads.queued and p.reads.done_chars() > MAX_DONE_CHARS:
                 lowest = min(p.reads.queued)
                 entry = p.order.pop_first(p.reads.queued[lowest])
                 self._mark_done(p, entry)
-                out.append((*entry, None))
+                out.append(Timed(entry, None))
         return out
 
     def commits(self) -> dict[int, tuple[int, str]]:

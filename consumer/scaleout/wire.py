@@ -41,8 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Source
+from consumer.records import Analyzed, Source
 from indexstore import ArticleRecord, RecordColumns
 
 _VERSION = 4  # of changelog records

@@ -37,11 +37,10 @@ from confluent_kafka import (
 )
 
 from consumer.config import KafkaConfig
-from consumer.deciding.decision import Source
 from consumer.errors import NewsdedupError
+from consumer.records import Rejection, Source
 from consumer.stream.dead_letters import TOO_LARGE, DeadLetterLimit, dead_letter
 from consumer.stream.outputs import Delivered, Outputs
-from consumer.stream.pipeline import Rejection
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,7 @@ from typing import final
 
 from confluent_kafka import KafkaError
 
-from consumer.deciding.decision import Source
-from consumer.stream.pipeline import Rejection
+from consumer.records import Rejection, Source
 
 # librdkafka's default message.max.bytes: a record whose key, value and headers pass it is
 # refused by produce() before it is sent.

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from consumer.config import Config
-from consumer.deciding.article import Analyzed
-from consumer.stream.parsing import Invalid
+from consumer.records import Analyzed, Invalid
 
 Item = TypeVar("Item")
 
@@ -77,15 +76,16 @@ def reorder_window(config: Config) -> ReorderWindow:
     )
 
 
-@dataclass(slots=True)
-class Released(Generic[Item]):
-    """An item leaving in decision order, and the time it stands at."""
+@dataclass(frozen=True, slots=True)
+class Timed(Generic[Item]):
+    """An item in decision order, and the time the stream stands at with it: what an
+    `EventTimeOrder` releases, and what the deciding takes (consumer/stream/pipeline.py)."""
 
-    partition: int
     item: Item
     time_ms: int | None
-    """Where the stream stands with this item (its partition's time); None while the partition
-    has seen no dated article. An undated item takes this as its event time."""
+    """Where the stream stands with this item (its partition's time): the index's watermark
+    follows it, and an undated article takes it as its event time. None while the partition
+    has seen no dated article; such an item moves no watermark."""
 
 
 @dataclass(slots=True)
@@ -355,7 +355,7 @@ class EventTimeOrder(Generic[Item]):
         has a reason); it moves no time."""
         return self._queues[partition].remove_first()
 
-    def release(self, limit: int | None = None) -> Iterator[Released[Item]]:
+    def release(self, limit: int | None = None) -> Iterator[Timed[Item]]:
         """Items in decision order, for as long as no assigned partition must be waited for;
         at most `limit`."""
         now = self._clock()
@@ -367,7 +367,7 @@ class EventTimeOrder(Generic[Item]):
             count += 1
             yield self._pop(partition, now)
 
-    def release_earliest(self) -> Released[Item] | None:
+    def release_earliest(self) -> Timed[Item] | None:
         """The earliest queued item, whatever empty partition it would have waited for (the
         caller can hold no more); None when nothing is queued."""
         partition = self._earliest(None)
@@ -420,11 +420,11 @@ class EventTimeOrder(Generic[Item]):
         else:
             queue.release_aged(now - window.hold_ms / 1000)
 
-    def _pop(self, partition: int, now: float) -> Released[Item]:
+    def _pop(self, partition: int, now: float) -> Timed[Item]:
         queue = self._queues[partition]
         item, time_ms = queue.pop()
         if not queue.items:
             queue.empty_since = now
         if time_ms is not None and (self.stream_time_ms is None or time_ms > self.stream_time_ms):
             self.stream_time_ms = time_ms
-        return Released(partition, item, time_ms)
+        return Timed(item, time_ms)

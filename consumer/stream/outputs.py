@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from consumer.stream.pipeline import Rejection
+from consumer.records import Rejection
 
 
 @dataclass(frozen=True, slots=True)

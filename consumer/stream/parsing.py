@@ -7,43 +7,12 @@ Pure functions (bytes in, `Article` or `Invalid` out) so they run in the worker 
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 
 from consumer.config import InputConfig
+from consumer.records import Article, Invalid, InvalidReason
 from consumer.timetext import parse_event_time_ms
-from indexstore.value import value_type
 
 MAX_ID_CHARS = 512
-
-
-class InvalidReason(StrEnum):
-    TOO_LARGE = "too_large"
-    NOT_UTF8 = "not_utf8"
-    NOT_JSON = "not_json"
-    NOT_OBJECT = "not_object"
-    MISSING_ID = "missing_id"
-    BAD_FIELD_TYPE = "bad_field_type"
-    EMPTY_TEXT = "empty_text"
-    BAD_PUBLISHED_AT = "bad_published_at"
-    INTERNAL_ERROR = "internal_error"
-
-
-@value_type
-class Article:
-    id: str
-    title: str
-    content: str
-    event_time_ms: int
-    url: str | None = None
-    source: str | None = None
-    lang: str | None = None
-    dated: bool = True  # False: no published_at, event_time_ms is the fallback
-
-
-@value_type
-class Invalid:
-    reason: InvalidReason
-    detail: str
 
 
 def parse_article(

@@ -1,42 +1,25 @@
-"""The batch step shared by `newsdedup run` and `newsdedup check`: analyze, then decide in order.
+"""The batch step shared by every role, `newsdedup check` and the library: analyze, then decide
+in order.
 
-It returns the decisions together with the index batch still uncommitted: when that batch
-becomes durable relative to the outputs is the caller's commit protocol (see checkpoint.py).
+`decide_in_order` is the one driver that decides entries in their order against index
+batches: `Pipeline` (`--role all`, replay, `check`, the library) gives it one batch, the decide
+role's `Decider` (consumer/roles/decider.py) one per dedup domain. The batches stay
+uncommitted: when they become durable relative to the outputs is the caller's commit protocol
+(see checkpoint.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Decision, Source
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, prefetch
-from consumer.stream.eventtime import Released
-from consumer.stream.parsing import Invalid
+from consumer.records import Analyzed, Decision, Invalid, Message, Rejection, Source
+from consumer.stream.eventtime import Timed, time_of
 from consumer.stream.workers import Analyzer
 from indexstore import Batch, IndexStore
-from indexstore.value import value_type
-
-
-@value_type
-class Message:
-    """One input message, from Kafka or from a line of a file."""
-
-    key: bytes | None
-    value: bytes | None
-    source: Source
-    timestamp_ms: int  # stands in for a missing published_at
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-@value_type
-class Rejection:
-    message: Message
-    invalid: Invalid
-
 
 Outcome = Decision | Rejection
 
@@ -63,24 +46,54 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-@value_type
-class Ordered:
-    """A message and what the workers made of it, in decision order
-    (consumer/stream/eventtime.py)."""
+# A message and what the workers made of it: what `--role all`, `check` and the library decide.
+Analysis = tuple[Message, Analyzed | Invalid]
 
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One entry as `decide_in_order` takes it: the index batch it is decided into, its
+    message (a rejection carries it), what it is decided as, the source its decision names
+    and where the stream stands with it (stream/eventtime.py)."""
+
+    batch: Batch
     message: Message
     result: Analyzed | Invalid
+    source: Source
     stream_time_ms: int | None
-    """Where the stream stands with this message: the index's watermark follows it, and an
-    undated article takes it as its event time. None: no dated article seen yet."""
 
 
-def released_in_order(
-    released: Iterable[Released[tuple[Message, Analyzed | Invalid]]],
-) -> list[Ordered]:
-    """What an `EventTimeOrder` of (message, result) pairs releases, as the entries
-    `Pipeline.decide_ordered` takes: each at the time its partition stands at."""
-    return [Ordered(*r.item, r.time_ms) for r in released]
+def decide_in_order(
+    steps: Sequence[Step], now_ms: int, rules: MatchRules
+) -> Iterator[tuple[Step, Outcome, list[Decision]]]:
+    """Decide `steps` in their order, each with its outcome and the corrections it made: the
+    one driver of `--role all`, `check`, the library and the decide role. What each batch
+    will read is prefetched first. Lazy, so that a caller can read a step's records before
+    the next step changes them (the decide role's changelog)."""
+    results = [_dated(s.result, s.stream_time_ms) for s in steps]
+    articles: dict[int, tuple[Batch, list[Analyzed]]] = {}
+    for step, result in zip(steps, results, strict=True):
+        if isinstance(result, Analyzed):
+            articles.setdefault(id(step.batch), (step.batch, []))[1].append(result)
+    for batch, mine in articles.values():
+        prefetch(batch, mine, rules)
+    for step, result in zip(steps, results, strict=True):
+        # The only place a watermark moves while deciding: with the stream's time, never
+        # with an article's own date, so one odd date cannot make its neighbours late.
+        if step.stream_time_ms is not None:
+            step.batch.advance_watermark(step.stream_time_ms)
+        if isinstance(result, Analyzed):
+            decision, corrected = decide(step.batch, result, step.source, now_ms, rules)
+            yield step, decision, corrected
+        else:
+            yield step, Rejection(step.message, result), []
+
+
+def _dated(result: Analyzed | Invalid, stream_time_ms: int | None) -> Analyzed | Invalid:
+    """An undated article stands at the stream's time; anything else is left as it is."""
+    if isinstance(result, Analyzed) and not result.dated and stream_time_ms is not None:
+        return dataclasses.replace(result, event_time_ms=stream_time_ms)
+    return result
 
 
 class Pipeline:
@@ -110,36 +123,21 @@ class Pipeline:
         decided.stage_seconds["fingerprint"] = fingerprint_seconds
         return decided
 
-    def decide_ordered(self, entries: Sequence[Ordered]) -> DecidedBatch:
+    def decide_ordered(self, entries: Sequence[Timed[Analysis]]) -> DecidedBatch:
         """Decide `entries` in their order into one index batch, left uncommitted."""
         t0 = time.perf_counter()
         batch = self.store.begin(watermark_follows_puts=False)
         try:
-            now_ms = self.clock_ms()
+            steps = [Step(batch, m, r, m.source, e.time_ms) for e in entries for m, r in [e.item]]
             outcomes: list[Outcome] = []
             corrections: list[Decision] = []
-            # How far the index has each partition: past the furthest record decided. The
-            # reorder window can decide a record after later ones, so never back.
-            positions = self.store.positions()
-            next_offsets: dict[str, int] = {}
-            items = [_dated(e) for e in entries]
-            prefetch(batch, [a for a in items if isinstance(a, Analyzed)], self.rules)
-            for entry, item in zip(entries, items, strict=True):
-                message = entry.message
-                if entry.stream_time_ms is not None:
-                    batch.advance_watermark(entry.stream_time_ms)
-                if isinstance(item, Analyzed):
-                    decision, corrected = decide(batch, item, message.source, now_ms, self.rules)
-                    outcomes.append(decision)
-                    corrections += corrected
-                else:
-                    outcomes.append(Rejection(message, item))
-                key = message.source.position_key
-                next_offsets[key] = max(
-                    next_offsets.get(key, positions.get(key, 0)), message.source.offset + 1
-                )
-            for key, offset in next_offsets.items():
-                batch.set_position(key, offset)
+            for step, outcome, corrected in decide_in_order(steps, self.clock_ms(), self.rules):
+                outcomes.append(outcome)
+                corrections += corrected
+                # How far the index has read the partition; the index keeps the furthest
+                # (IndexStore), since the reorder window can decide a record after later ones.
+                source = step.message.source
+                batch.set_position(source.position_key, source.offset + 1)
         except BaseException:
             batch.abort()
             raise
@@ -148,20 +146,9 @@ class Pipeline:
         )
 
 
-def _dated(entry: Ordered) -> Analyzed | Invalid:
-    """The entry's result, an undated article given the stream's time as its event time."""
-    result = entry.result
-    if isinstance(result, Analyzed) and not result.dated and entry.stream_time_ms is not None:
-        return dataclasses.replace(result, event_time_ms=entry.stream_time_ms)
-    return result
-
-
 def in_input_order(
     messages: Sequence[Message], results: Sequence[Analyzed | Invalid]
-) -> list[Ordered]:
+) -> list[Timed[Analysis]]:
     """`messages` decided as they come, each dated article standing at its own time (tools and
     tests that feed the index directly, in an order they chose)."""
-    return [
-        Ordered(m, r, r.event_time_ms if isinstance(r, Analyzed) and r.dated else None)
-        for m, r in zip(messages, results, strict=True)
-    ]
+    return [Timed((m, r), time_of(r)) for m, r in zip(messages, results, strict=True)]

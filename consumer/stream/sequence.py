@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from consumer.deciding.article import Analyzed
-from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import DecidedBatch, Message, Pipeline, released_in_order
+from consumer.records import Analyzed, Invalid, Message
+from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, Timed, time_of
+from consumer.stream.pipeline import Analysis, DecidedBatch, Pipeline
 
 # Articles seen past the one decided: how far ahead its neighbours are looked at when its date
 # looks out of place (consumer/stream/eventtime.py).
@@ -30,7 +29,7 @@ class SequenceDecider:
         self.pipeline = pipeline
         # Idle 0: the one partition is never waited for by the clock; the window waits for
         # the rest of the sequence until a pause says nothing more is coming for now.
-        self._order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+        self._order: EventTimeOrder[Analysis] = EventTimeOrder(
             0, window=ReorderWindow(reorder_window)
         )
         self._order.assign([0])
@@ -43,17 +42,17 @@ class SequenceDecider:
         """Queue `messages` with what the workers made of them and decide, into the index, what
         the order releases; with `pause`, everything queued so far. The batch is committed."""
         order = self._order
-        entries = []
+        entries: list[Timed[Analysis]] = []
         for message, result in zip(messages, analyzed, strict=True):
             order.add(0, (message, result), time_of(result))
             if isinstance(result, Analyzed) and not result.dated:
                 self.undated += 1
             if len(order) > LOOKAHEAD:
-                entries += released_in_order(order.release(1))
+                entries += order.release(1)
         if pause:
             order.behind(0, False)
             order.caught_up(0)
-            entries += released_in_order(order.release())
+            entries += list(order.release())
             order.behind(0, True)  # the sequence may go on
         decided = self.pipeline.decide_ordered(entries)
         # The index first, as in the service: a rerun with the same index re-emits the stored

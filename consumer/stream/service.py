@@ -3,7 +3,8 @@ role's stage, make what it releases durable, repeat.
 
 Each batch is finished (index, outputs, offsets: see checkpoint.py) before the next poll, so
 a rebalance or a shutdown never finds work in flight. What differs between `--role all`,
-`fingerprint` and `decide` is their `Stage` (stage.py); everything here is written once.
+`fingerprint` and `decide` is their `Stage` (stage.py; the roles are in consumer/roles/);
+everything here is written once.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
-from consumer.deciding.decision import Source
 from consumer.errors import NewsdedupError
 from consumer.ops.health import HealthServer, HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.records import Message, Source
 from consumer.stream.batch_report import BatchReport
 from consumer.stream.broker_errors import BrokerErrors, KafkaFatalError
 from consumer.stream.checkpoint import Checkpoint, OutputFailed
@@ -45,7 +46,7 @@ from consumer.stream.clients import (
     topic_partitions,
 )
 from consumer.stream.input_gaps import InputGaps
-from consumer.stream.pipeline import Message, wall_clock_ms
+from consumer.stream.pipeline import wall_clock_ms
 from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
 log = logging.getLogger("newsdedup.service")
@@ -55,15 +56,16 @@ EXIT_STOP_TIMEOUT = 3
 
 
 class Service:
-    """One `newsdedup run` process: its role is the `stage` (by default `--role all`)."""
+    """One `newsdedup run` process: its role is the `stage`. The roles (consumer/roles/) each
+    build theirs with a factory, e.g. `all_service(config)`."""
 
     def __init__(
         self,
         config: Config,
         metrics: Metrics | None = None,
         *,
-        stage: Callable[[Runtime], Stage] | None = None,
-        role: str = "all",
+        stage: Callable[[Runtime], Stage],
+        role: str,
         full_config: Config | None = None,
     ) -> None:
         self.config = config  # the role's own view (scaleout/common.py role_config)
@@ -92,10 +94,6 @@ class Service:
             self._stop,
             self._errors.raise_if_fatal,
         )
-        if stage is None:
-            from consumer.stream.role_all import AllStage
-
-            stage = AllStage
         self.stage = stage(self.runtime)
 
     def request_stop(self) -> None:

@@ -23,12 +23,12 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
-from consumer.deciding.decision import Decision, DecisionKind
 from consumer.ops.health import HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.records import Decision, DecisionKind, Message
 from consumer.stream.outputs import Delivered, Outputs
-from consumer.stream.pipeline import Message, wall_clock_ms
+from consumer.stream.pipeline import wall_clock_ms
 from consumer.stream.workers import Analyzer
 
 T = TypeVar("T")

@@ -17,11 +17,11 @@ import time
 from collections.abc import Iterator, Sequence
 
 from consumer.config import FingerprintConfig, InputConfig
-from consumer.deciding.article import Analyzed
 from consumer.errors import NewsdedupError
 from consumer.fingerprint.fingerprinter import Fingerprint, Fingerprinter, FingerprintOptions
 from consumer.ops.memory import collect_cycles_less_often
-from consumer.stream.parsing import Invalid, InvalidReason, parse_article
+from consumer.records import Analyzed, Invalid, InvalidReason
+from consumer.stream.parsing import parse_article
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from service_support import NEWSDEDUP
 
 from consumer.cli import main
 from consumer.config import load_config
+from consumer.roles.all import all_service
 from consumer.samplefeed import generate_feed
-from consumer.stream.service import Service
 from indexstore.layout import choose_layout
 
 
@@ -108,7 +108,7 @@ def test_check_rejections_name_the_line_and_the_offset(tmp_path: Path) -> None:
 
 
 def test_throughput_is_the_rate_of_the_work_not_of_the_interval(caplog) -> None:
-    service = Service(load_config(environ={}))
+    service = all_service(load_config(environ={}))
     now = time.monotonic()
     report = service._report
     report._last_throughput_log = now - 30

@@ -11,8 +11,8 @@ from legacy_formats import downgrade_to_format_4
 
 from consumer.cli import main
 from consumer.deciding import stored
-from consumer.deciding.decision import DecisionKind
 from consumer.deciding.stored import StoredDecision
+from consumer.records import DecisionKind
 from consumer.timetext import format_time_ms
 from indexstore import ArticleRecord, IndexOptions, IndexStore
 

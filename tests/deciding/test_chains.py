@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consumer.config import FingerprintConfig, IndexConfig, InputConfig
-from consumer.deciding.decision import Source
-from consumer.scaleout.decider import Decider
+from consumer.records import Message, Source
+from consumer.roles.decider import Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import decode_changes, encode_fingerprinted
-from consumer.stream.pipeline import Message, Pipeline
+from consumer.stream.pipeline import Pipeline
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer
 

@@ -6,9 +6,8 @@ import dataclasses
 
 from consumer.config import IndexConfig
 from consumer.deciding import stored
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import DecisionKind, Source
 from consumer.deciding.rules import decide
+from consumer.records import Analyzed, DecisionKind, Source
 from consumer.stream.state import open_index
 
 INDEX = IndexConfig(retention="36500d", segment="30d")

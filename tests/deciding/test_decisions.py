@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.deciding.decision import Decision, DecisionKind, Source
+from consumer.records import Decision, DecisionKind, Source
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "config" / "schemas"
 

@@ -9,9 +9,9 @@ from random import Random
 
 import pytest
 
-from consumer.deciding.decision import DecisionKind
 from consumer.evaluation import baselines
 from consumer.evaluation.feed import FeedArticle
+from consumer.records import DecisionKind
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MINHASH_ROWS = ("minhash", "minhash-verified", "rensa", "rensa-verified")

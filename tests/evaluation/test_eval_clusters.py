@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.deciding.decision import DecisionKind
 from consumer.evaluation.clusters import compare, pooled_pairs, predicted_clusters, true_clusters
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.runs import SystemAnswer, SystemRun
+from consumer.records import DecisionKind
 
 
 def _brute_force(predicted: dict[str, str], true: dict[str, str]) -> tuple[int, int, int, float]:

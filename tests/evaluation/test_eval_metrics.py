@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.deciding.decision import DecisionKind
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.metrics import score
 from consumer.evaluation.runs import SystemAnswer, SystemRun
+from consumer.records import DecisionKind
 
 # Jaccard of the pairs the decisions below match; any other pair is unrelated.
 JACCARD = {("a", "b"): 0.9, ("a", "c"): 0.3, ("b", "d"): 0.6}

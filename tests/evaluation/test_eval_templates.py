@@ -18,7 +18,6 @@ import pytest
 
 from consumer import cli
 from consumer.corpus import shared_data_dir
-from consumer.deciding.decision import DecisionKind
 from consumer.errors import InputError
 from consumer.evaluation import check, truth
 from consumer.evaluation.edits import Script
@@ -35,6 +34,7 @@ from consumer.evaluation.templates import (
     feed_script,
     sites_for,
 )
+from consumer.records import DecisionKind
 
 HKCNEWS = "zh_hkcnews_2017_2022.jsonl.gz"
 REUTERS = "en_reuters21578.jsonl.gz"

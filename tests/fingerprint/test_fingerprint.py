@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from consumer.config import FingerprintConfig, InputConfig
 from consumer.corpus import shared_data_dir
-from consumer.deciding.article import Analyzed
 from consumer.errors import ConfigError, InputError, NewsdedupError
 from consumer.fingerprint.fingerprinter import (
     EmptyTextError,
@@ -35,7 +34,7 @@ from consumer.fingerprint.normalize import Normalizer
 from consumer.fingerprint.shingles import band_keys, decode_shingles
 from consumer.fingerprint.sketch import bin_minima, shingle_hashes
 from consumer.fingerprint.terms import hash_terms
-from consumer.stream.parsing import InvalidReason
+from consumer.records import Analyzed, InvalidReason
 from consumer.stream.workers import _Worker, fingerprint_options
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

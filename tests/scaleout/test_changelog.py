@@ -22,14 +22,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.config import Config, IndexConfig
-from consumer.deciding.article import Analyzed
 from consumer.deciding.boilerplate import sampled_keys
-from consumer.deciding.decision import Source
 from consumer.fingerprint.shingles import encode_shingles
 from consumer.ops.health import HealthState
 from consumer.ops.metrics import Metrics
-from consumer.scaleout.decide import DecideStage
-from consumer.scaleout.decider import Decider
+from consumer.records import Analyzed, Message, Source
+from consumer.roles.decide import DecideStage
+from consumer.roles.decider import Decider
 from consumer.scaleout.domains import DomainStores
 from consumer.scaleout.wire import (
     WireError,
@@ -39,7 +38,6 @@ from consumer.scaleout.wire import (
     encode_change,
     encode_fingerprinted,
 )
-from consumer.stream.pipeline import Message
 from consumer.stream.stage import Runtime
 from indexstore import ArticleRecord, RecordColumns
 

@@ -20,9 +20,9 @@ from service_support import Topics, produce, read_all, wait_until
 
 from benchmarks.scaleout import _produce_changes
 from consumer.config import FingerprintConfig, IndexConfig, InputConfig
-from consumer.deciding.decision import Source
+from consumer.records import Message, Source
 from consumer.scaleout.wire import domain_partition
-from consumer.stream.pipeline import Message, Pipeline
+from consumer.stream.pipeline import Pipeline
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Source
+from consumer.records import Analyzed, Message, Source
 from consumer.scaleout.sequencing import Sequencer
 from consumer.scaleout.wire import Fingerprinted
 from consumer.stream.offsets import MAX_DONE_CHARS, decode_done, encode_done
-from consumer.stream.pipeline import Message
 
 
 @given(st.integers(0, 10**9), st.sets(st.integers(0, 5000), max_size=300))
@@ -40,7 +38,7 @@ def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_do
     for offset, (source, t) in enumerate([(1, 50), (1, 60), (0, 10), (0, 55), (1, 70)]):
         seq.add(*_record(offset, source, t))
     seq.progress(set(), {0: True})
-    released = [m.source.offset for m, _, _ in seq.release(limit=3)]
+    released = [r.item[0].source.offset for r in seq.release(limit=3)]
     assert released == [2, 0, 3]  # times 10, 50, 55
     commits = seq.commits()
     # Offset 1 (time 60) is the first still held: the commit stands there and names 2 and 3.
@@ -53,7 +51,7 @@ def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_do
         if offset >= 1:
             again.add(*_record(offset, source, t))
     again.progress(set(), {0: True})
-    assert [m.source.offset for m, _, _ in again.release(limit=10)] == [1, 4]
+    assert [r.item[0].source.offset for r in again.release(limit=10)] == [1, 4]
     assert again.commits() == {0: (5, "")}
 
 
@@ -68,7 +66,7 @@ def test_a_failed_batch_is_read_again_from_the_last_commit():
     for offset in range(3):
         seq.add(*_record(offset, 0, offset))
     seq.progress(set(), {0: True})
-    assert [m.source.offset for m, _, _ in seq.release(limit=10)] == [0, 1, 2]
+    assert [r.item[0].source.offset for r in seq.release(limit=10)] == [0, 1, 2]
 
 
 def test_a_commit_that_would_name_too_much_lets_the_held_record_go():
@@ -100,7 +98,7 @@ def test_a_feed_partition_is_waited_for_while_the_internal_partition_has_unread_
     seq.add(*_record(3, 0, 10))
     seq.add(*_record(4, 0, 65))
     seq.progress(set(), {0: True})
-    assert [m.source.offset for m, _, _ in seq.release(limit=10)] == [3, 0, 1, 4, 2]
+    assert [r.item[0].source.offset for r in seq.release(limit=10)] == [3, 0, 1, 4, 2]
 
 
 def test_a_feed_partition_the_fingerprint_role_has_not_finished_is_waited_for():
@@ -112,7 +110,7 @@ def test_a_feed_partition_the_fingerprint_role_has_not_finished_is_waited_for():
     clock[0] = 60.0
     assert seq.release(limit=10) == []
     seq.progress(set(), {0: True})
-    assert [m.source.offset for m, _, _ in seq.release(limit=10)] == [0]
+    assert [r.item[0].source.offset for r in seq.release(limit=10)] == [0]
 
 
 def test_a_full_reorder_buffer_lets_the_earliest_go_and_counts_it():
@@ -121,7 +119,7 @@ def test_a_full_reorder_buffer_lets_the_earliest_go_and_counts_it():
     for offset, t in enumerate([50, 40, 60, 70, 80]):
         seq.add(*_record(offset, 1, t))
     seq.progress(set(), {0: False})
-    released = [m.source.offset for m, _, _ in seq.release(limit=10)]
+    released = [r.item[0].source.offset for r in seq.release(limit=10)]
     # Source 1's queue stands at its earliest time (40) until that record leaves.
     assert released == [0, 1]
     assert seq.overflowed == 2 and seq.queued(0) == 3

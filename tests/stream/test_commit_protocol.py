@@ -14,12 +14,10 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from consumer.config import KafkaConfig
-from consumer.deciding.decision import Source
+from consumer.records import Invalid, InvalidReason, Message, Rejection, Source
 from consumer.stream import checkpoint as checkpoint_module
 from consumer.stream.checkpoint import Checkpoint, OutputFailed
 from consumer.stream.outputs import Outputs, Record
-from consumer.stream.parsing import Invalid, InvalidReason
-from consumer.stream.pipeline import Message, Rejection
 
 
 @dataclass

@@ -21,11 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consumer.config import FingerprintConfig, InputConfig
-from consumer.deciding.decision import Decision, Source
+from consumer.records import Decision, InvalidReason, Message, Rejection, Source
 from consumer.scaleout.domains import MAX_DOMAIN_NAME_BYTES, domain_dir_name
 from consumer.stream.dead_letters import dlq_headers
-from consumer.stream.parsing import InvalidReason
-from consumer.stream.pipeline import Message, Pipeline, Rejection
+from consumer.stream.pipeline import Pipeline
 from consumer.stream.workers import Analyzer
 from indexstore import IndexOptions, IndexStore
 

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.config import InputConfig
-from consumer.stream.parsing import Article, Invalid, InvalidReason, parse_article
+from consumer.records import Article, Invalid, InvalidReason
+from consumer.stream.parsing import parse_article
 from consumer.timetext import format_time_ms, parse_event_time_ms
 
 FIELDS = InputConfig()

@@ -21,8 +21,8 @@ from secure_broker import SecureBroker, make_certificates, new_password, start_s
 from service_support import NEWSDEDUP, ServiceProcess, Topics, read_all
 
 from consumer.config import load_config
+from consumer.roles.all import all_service
 from consumer.stream.broker_errors import KafkaFatalError
-from consumer.stream.service import Service
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -234,7 +234,7 @@ def test_a_refused_client_is_destroyed_before_its_error_leaves_the_service(
     # attempt one more failed handshake in the broker's log. The error may outlive the
     # service by a while (the command line holds it through the shutdown of the workers and
     # the index); nothing in it may keep the refused client alive.
-    service = Service(load_config(environ=_trusting_another_ca(secure, topics, tmp_path).env))
+    service = all_service(load_config(environ=_trusting_another_ca(secure, topics, tmp_path).env))
     with pytest.raises(KafkaFatalError, match="certificate verify failed") as refused:
         service.run()
     time.sleep(0.5)  # an attempt in flight at the refusal reaches the broker's log

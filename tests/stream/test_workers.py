@@ -10,8 +10,8 @@ import json
 from feeds import real_articles
 
 from consumer.config import FingerprintConfig, InputConfig
-from consumer.deciding.article import Analyzed
 from consumer.fingerprint.fingerprinter import Fingerprinter
+from consumer.records import Analyzed
 from consumer.stream.workers import Analyzer
 
 

@@ -30,10 +30,9 @@ import indexstore  # noqa: F401
 
 with atheris.instrument_imports():
     from consumer.config import FingerprintConfig, InputConfig
-    from consumer.deciding.decision import Decision, Source
+    from consumer.records import Decision, InvalidReason, Message, Source
     from consumer.stream.dead_letters import dlq_headers
-    from consumer.stream.parsing import InvalidReason
-    from consumer.stream.pipeline import Message, Pipeline
+    from consumer.stream.pipeline import Pipeline
     from consumer.stream.workers import Analyzer
     from indexstore import IndexOptions, IndexStore
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from consumer.deciding.decision import DecisionKind
 from consumer.deciding.stored import StoredDecision
+from consumer.records import DecisionKind
 
 
 def stored_decisions(

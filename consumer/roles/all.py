@@ -1,4 +1,5 @@
-"""`newsdedup run` (`--role all`): the whole pipeline in one process, as a `Stage` of the loop.
+"""`newsdedup run` (`--role all`): the whole pipeline in one process, as a `Stage` of the loop
+(consumer/stream/service.py); `all_service` builds that Service.
 
 Polled messages are fingerprinted by the worker pool and queued per partition; they are
 decided in event-time order (eventtime.py) against the one index, whose batch, decisions and
@@ -19,16 +20,19 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from consumer.deciding.article import Analyzed
+from consumer.config import Config
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
+from consumer.ops.metrics import Metrics
+from consumer.records import Analyzed, Invalid, Message
+from consumer.roles.replay import replay_feed
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.disorder import DisorderWatch
-from consumer.stream.eventtime import EventTimeOrder, reorder_window, time_of
+from consumer.stream.eventtime import EventTimeOrder, Timed, reorder_window, time_of
 from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
 from consumer.stream.outputs import Delivered, Outputs, Record
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import DecidedBatch, Message, Ordered, Pipeline, released_in_order
+from consumer.stream.pipeline import Analysis, DecidedBatch, Pipeline
+from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep, open_index
 from consumer.stream.workers import Analyzer
@@ -66,7 +70,7 @@ class AllStage:
         self.runtime = runtime
         self.config = runtime.config
         # Polled messages wait here to be decided in event-time order (stream/eventtime.py).
-        self._order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+        self._order: EventTimeOrder[Analysis] = EventTimeOrder(
             self.config.service.partition_idle.ms, window=reorder_window(self.config)
         )
         # Room for a full reorder window and the batches that fill it.
@@ -119,8 +123,6 @@ class AllStage:
         from an older copy) would decide the rest of the feed against what it lacks, and
         copies of those articles would pass as originals. So it is first rebuilt from the
         retained feed, up to those offsets; /readyz answers 503 meanwhile."""
-        from consumer.stream.replay import replay_feed
-
         runtime = self.runtime
         store, analyzer = self._store, runtime.analyzer
         assert store is not None and analyzer is not None
@@ -284,11 +286,11 @@ class AllStage:
             released = list(self._order.release(limit))
         if not released:
             return None
-        entries = released_in_order(released)
+        entries = released
         for entry in entries:
-            self._decided(entry.message)
+            self._decided(entry.item[0])
         entries += self._unblock_commits()
-        messages = [e.message for e in entries]
+        messages = [e.item[0] for e in entries]
         return Work(messages, lambda: self._decide(entries), self._commits())
 
     def _decided(self, message: Message) -> None:
@@ -296,7 +298,7 @@ class AllStage:
         if reads is not None:
             reads.decided(message.source.offset)
 
-    def _unblock_commits(self) -> list[Ordered]:
+    def _unblock_commits(self) -> list[Timed[Analysis]]:
         """A commit that could no longer name what was decided above it (its metadata has a
         size limit) decides the record holding it back now, out of order, rather than stop."""
         entries = []
@@ -304,7 +306,7 @@ class AllStage:
             while reads.queued and reads.done_chars() > MAX_DONE_CHARS:
                 message, result = self._order.pop_first(partition)
                 self._decided(message)
-                entries.append(Ordered(message, result, None))
+                entries.append(Timed((message, result), None))
         return entries
 
     def _commits(self) -> list[TopicPartition]:
@@ -318,7 +320,7 @@ class AllStage:
                 offsets.append(TopicPartition(topic, partition, commit[0], metadata=commit[1]))
         return offsets
 
-    def _decide(self, entries: list[Ordered]) -> tuple[DecidedBatch, Outputs]:
+    def _decide(self, entries: list[Timed[Analysis]]) -> tuple[DecidedBatch, Outputs]:
         assert self._pipeline is not None
         decided = self._pipeline.decide_ordered(entries)
         decided.stage_seconds["fingerprint"] = self._fingerprint_seconds
@@ -392,3 +394,8 @@ class AllStage:
 
     def _stores(self) -> list[IndexStore]:
         return [] if self._store is None else [self._store]
+
+
+def all_service(config: Config, metrics: Metrics | None = None) -> Service:
+    """`newsdedup run` (`--role all`)."""
+    return Service(config, metrics, stage=AllStage, role="all")

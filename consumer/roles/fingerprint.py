@@ -20,15 +20,13 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from consumer.config import Config
-from consumer.deciding.article import Analyzed
 from consumer.ops.metrics import Metrics
+from consumer.records import Analyzed, Invalid, InvalidReason, Message, Rejection
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
 from consumer.scaleout.domains import domain_dir_name
 from consumer.scaleout.wire import domain_partition, encode_fingerprinted
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.outputs import Delivered, NoIndexWrite, Outputs, Record
-from consumer.stream.parsing import Invalid, InvalidReason
-from consumer.stream.pipeline import Message, Rejection
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, next_offsets, serving
 from consumer.stream.workers import Analyzer

@@ -4,23 +4,22 @@
 role's sequencer releases them (scaleout/sequencing.py), and decides each against the index of
 its (internal partition, dedup domain), as `--role all` decides against its one index. What a
 batch yields, `DecideBatch`, is the decisions, the index batches still uncommitted and every
-record they changed, for the changelog; `DecideStage` (scaleout/decide.py) makes it durable
+record they changed, for the changelog; `DecideStage` (roles/decide.py) makes it durable
 in the service's commit protocol. Tests and tools decide with it directly.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from consumer.deciding.decision import Decision
-from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, prefetch
+from consumer.deciding.rules import DEFAULT_RULES, MatchRules
 from consumer.ops.logs import log_event
+from consumer.records import Decision, Message
 from consumer.scaleout.domains import CHANGELOG_POSITION, DomainStores
-from consumer.scaleout.sequencing import Timed
+from consumer.scaleout.sequencing import Entry
 from consumer.scaleout.wire import (
     Fingerprinted,
     WireError,
@@ -28,8 +27,9 @@ from consumer.scaleout.wire import (
     decode_fingerprinted,
     encode_change,
 )
+from consumer.stream.eventtime import Timed
 from consumer.stream.outputs import Outputs, Record
-from consumer.stream.pipeline import Message, wall_clock_ms
+from consumer.stream.pipeline import Step, decide_in_order, wall_clock_ms
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")
@@ -109,43 +109,40 @@ class Decider:
     def decide(self, messages: Sequence[Message]) -> DecideBatch:
         """`messages` decided in the order given, each at its own time (tests and tools)."""
         entries = [
-            (m, f, f.item.event_time_ms) for m in messages if (f := self.decode(m)) is not None
+            Timed((m, f), f.item.event_time_ms)
+            for m in messages
+            if (f := self.decode(m)) is not None
         ]
         return self.decide_entries(entries)
 
-    def decide_entries(self, timed: Sequence[Timed]) -> DecideBatch:
-        """Decide in the order given; each domain's watermark follows the entries' stream
-        times, never a record's own date (scaleout/sequencing.py)."""
+    def decide_entries(self, entries: Sequence[Timed[Entry]]) -> DecideBatch:
+        """Decide in the order given, each against its (internal partition, domain) index, by
+        the driver `--role all` decides with (stream/pipeline.py)."""
         t0 = time.perf_counter()
-        items = [(m, _dated(f, t)) for m, f, t in timed]
-        stream_times = [t for _, _, t in timed]
-        grouped: dict[tuple[int, str], list] = {}
-        for m, f in items:
-            grouped.setdefault((m.source.partition, f.domain), []).append(f.item)
         batches: dict[tuple[int, str], Batch] = {}
-        for (partition, domain), mine in grouped.items():
-            store = self.stores.store(partition, domain)
-            batch = batches[(partition, domain)] = store.begin(watermark_follows_puts=False)
-            prefetch(batch, mine, self.rules)
-            if partition in self.delivered:
-                batch.set_position(CHANGELOG_POSITION, self.delivered[partition])
-        now_ms = wall_clock_ms()
+        steps = []
+        for entry in entries:
+            m, f = entry.item
+            key = (m.source.partition, f.domain)
+            if key not in batches:
+                batches[key] = self._begin(*key)
+            steps.append(Step(batches[key], m, f.item, f.source, entry.time_ms))
         outcomes: list[Decision] = []
         changes: list[Change] = []
         corrections: list[Decision] = []
-        for (m, f), stream_time in zip(items, stream_times, strict=True):
-            batch = batches[(m.source.partition, f.domain)]
-            if stream_time is not None:
-                batch.advance_watermark(stream_time)
-            decision, corrected = decide(batch, f.item, f.source, now_ms, self.rules)
+        decided = decide_in_order(steps, wall_clock_ms(), self.rules)
+        for entry, (step, decision, corrected) in zip(entries, decided, strict=True):
+            assert isinstance(decision, Decision)  # the fingerprint role forwards articles only
             outcomes.append(decision)
             corrections += corrected
             # decide() answered from these records or just put them
+            m, f = entry.item
+            partition, domain = m.source.partition, f.domain
             for article_id in [f.item.id, *(c.id for c in corrected)]:
-                record = batch.lookup(article_id)
+                record = step.batch.lookup(article_id)
                 assert record is not None
-                key = change_key(f.domain, article_id)
-                changes.append(Change(m.source.partition, key, encode_change(record)))
+                key = change_key(domain, article_id)
+                changes.append(Change(partition, key, encode_change(record)))
         return DecideBatch(
             outcomes,
             changes,
@@ -154,9 +151,9 @@ class Decider:
             corrections,
         )
 
-
-def _dated(f: Fingerprinted, stream_time_ms: int | None) -> Fingerprinted:
-    """An undated article stands at the stream's time, as in `--role all`."""
-    if f.item.dated or stream_time_ms is None:
-        return f
-    return dataclasses.replace(f, item=dataclasses.replace(f.item, event_time_ms=stream_time_ms))
+    def _begin(self, partition: int, domain: str) -> Batch:
+        """A batch of the domain's index; it records where our changelog records end."""
+        batch = self.stores.store(partition, domain).begin(watermark_follows_puts=False)
+        if partition in self.delivered:
+            batch.set_position(CHANGELOG_POSITION, self.delivered[partition])
+        return batch

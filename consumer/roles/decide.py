@@ -29,16 +29,16 @@ from consumer.config import Config
 from consumer.deciding.rules import match_rules
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
+from consumer.records import Message
+from consumer.roles.decider import DecideBatch, Decider
 from consumer.scaleout.changelog import RestoreResult, restore_partition
 from consumer.scaleout.common import ensure_scaleout_topics, role_config
-from consumer.scaleout.decider import DecideBatch, Decider
 from consumer.scaleout.domains import DomainStores
-from consumer.scaleout.sequencing import Sequencer, Timed
+from consumer.scaleout.sequencing import Entry, Sequencer
 from consumer.stream.clients import consumer_config, ensure_output_topics, topic_partitions
 from consumer.stream.disorder import DisorderWatch
-from consumer.stream.eventtime import reorder_window
+from consumer.stream.eventtime import Timed, reorder_window
 from consumer.stream.outputs import Delivered, Outputs
-from consumer.stream.pipeline import Message
 from consumer.stream.service import Service
 from consumer.stream.stage import Runtime, Work, count_decisions, serving
 from consumer.stream.state import IndexUpkeep
@@ -120,9 +120,9 @@ class DecideStage:
             return None
         topic = self.config.kafka.input_topic
         offsets = [TopicPartition(topic, p, o, metadata=md) for p, (o, md) in moved.items()]
-        return Work([m for m, _, _ in entries], partial(self._decide, entries), offsets)
+        return Work([e.item[0] for e in entries], partial(self._decide, entries), offsets)
 
-    def _decide(self, entries: Sequence[Timed]) -> tuple[DecideBatch, Outputs]:
+    def _decide(self, entries: Sequence[Timed[Entry]]) -> tuple[DecideBatch, Outputs]:
         decided = self.decider.decide_entries(entries)
         topics = self.config.kafka.output_topic, self.full_config.scaleout.changelog_topic
         return decided, decided.outputs(*topics)

@@ -25,14 +25,12 @@ from confluent_kafka import (
 from confluent_kafka import Message as KafkaMessage
 
 from consumer.config import Config
-from consumer.deciding.article import Analyzed
-from consumer.deciding.decision import Source
 from consumer.deciding.rules import match_rules
+from consumer.records import Message, Source
 from consumer.stream.clients import consumer_config
 from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
 from consumer.stream.offsets import decode_done
-from consumer.stream.parsing import Invalid
-from consumer.stream.pipeline import Message, Pipeline, released_in_order, wall_clock_ms
+from consumer.stream.pipeline import Analysis, Pipeline, wall_clock_ms
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 
@@ -104,7 +102,7 @@ def replay_feed(
                 )
             pipeline = Pipeline(store, analyzer, rules=match_rules(config.match))
             # In the service's order: the same event-time order over the same partitions.
-            order: EventTimeOrder[tuple[Message, Analyzed | Invalid]] = EventTimeOrder(
+            order: EventTimeOrder[Analysis] = EventTimeOrder(
                 # Its end is known: the window waits for the records, never for the clock.
                 config.service.partition_idle.ms,
                 window=ReorderWindow(config.service.reorder_window),
@@ -114,19 +112,7 @@ def replay_feed(
                 if p.partition not in todo:
                     order.caught_up(p.partition)
             while todo or len(order):
-                records = consumer.consume(config.kafka.batch_max_messages, _WAIT_S) if todo else []
-                messages = []
-                for record in records:
-                    error = record.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            todo.pop(record.partition(), None)
-                            continue
-                        raise KafkaException(error)
-                    replay = todo.get(record.partition())
-                    if replay is None or not replay.wanted(record.offset()):
-                        continue
-                    messages.append(_message(record))
+                messages = _consume(consumer, config.kafka.batch_max_messages, todo)
                 results = analyzer.analyze([(m.value, m.timestamp_ms) for m in messages])
                 for message, result in zip(messages, results, strict=True):
                     order.add(
@@ -145,7 +131,7 @@ def replay_feed(
                         order.caught_up(p.partition)
                     else:
                         order.behind(p.partition, True)  # its end is known and not reached
-                entries = released_in_order(order.release())
+                entries = list(order.release())
                 if entries:
                     pipeline.decide_ordered(entries).index_batch.commit()
                     done += len(entries)
@@ -155,6 +141,26 @@ def replay_feed(
     finally:
         consumer.close()
     return ReplayResult(tuple(plan), done, time.perf_counter() - t0)
+
+
+def _consume(
+    consumer: Consumer, max_messages: int, todo: dict[int, PartitionReplay]
+) -> list[Message]:
+    """The next records still to replay; a partition found at its end leaves `todo`."""
+    records = consumer.consume(max_messages, _WAIT_S) if todo else []
+    messages = []
+    for record in records:
+        error = record.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                todo.pop(record.partition(), None)
+                continue
+            raise KafkaException(error)
+        replay = todo.get(record.partition())
+        if replay is None or not replay.wanted(record.offset()):
+            continue
+        messages.append(_message(record))
+    return messages
 
 
 def _plan(
