@@ -11,9 +11,10 @@ Counts follow the window, not expiry: a segment stops counting as soon as the wi
 has passed its end, whenever RocksDB drops it. That keeps every answer a function of the
 watermark and of the rows put before it, the same in `check` and through Kafka, whatever the
 batch boundaries. Rows are kept per segment (4 bytes a key) to take a segment out of the
-counts; the counts themselves are the compiled kernel's hash table (indexstore/tally.py, ~11-20
-bytes a distinct key, as full as the table is), or without it a sorted array of distinct keys with their counts (12
-bytes a key), recent changes kept as arrays and merged into it when they grow.
+counts; the counts themselves are the compiled kernel's hash table (indexstore/tally.py, 11-20
+bytes a distinct key, as full as the table is), or without it a sorted array of distinct keys
+with their counts (12 bytes a key), recent changes kept as arrays and merged into it when they
+grow.
 
 It may import numpy, indexstore.tally and indexstore.window only.
 """

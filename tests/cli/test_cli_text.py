@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from service_support import NEWSDEDUP
 
+from benchmarks.__main__ import main as benchmarks_main
 from consumer.cli import main
 from consumer.config import load_config
 from consumer.roles.all import all_service
@@ -21,8 +22,13 @@ from indexstore.layout import choose_layout
 
 
 def help_text(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """`newsdedup ARGV --help`, or with "benchmarks" first, `python -m benchmarks … --help`
+    (the Kafka benchmarks, which run from a checkout)."""
     with pytest.raises(SystemExit) as exited:
-        main([*argv, "--help"])
+        if argv[0] == "benchmarks":
+            benchmarks_main([*argv[1:], "--help"])
+        else:
+            main([*argv, "--help"])
     assert exited.value.code == 0
     return capsys.readouterr().out
 
@@ -40,8 +46,8 @@ def test_index_get_id_has_help(capsys) -> None:
 
 
 def test_bench_restore_and_scaleout_describe_themselves(capsys) -> None:
-    restore = help_text(capsys, "bench", "restore")
-    scaleout = help_text(capsys, "bench", "scaleout")
+    restore = help_text(capsys, "benchmarks", "restore")
+    scaleout = help_text(capsys, "benchmarks", "scaleout")
     assert "taking a partition over" in restore and "second fingerprint" not in restore
     assert "second fingerprint instance" in scaleout and "partition over" not in scaleout
 
@@ -52,13 +58,13 @@ def test_bench_restore_and_scaleout_describe_themselves(capsys) -> None:
         (("produce",), "--limit"),
         (("produce",), "--rate"),
         (("build-idf",), "--limit"),
-        (("bench", "pipeline"), "--limit"),
-        (("bench", "pipeline"), "--rate"),
-        (("bench", "scaleout"), "--limit"),
-        (("bench", "restore"), "--records"),
-        (("bench", "soak"), "--minutes"),
-        (("bench", "soak"), "--rate"),
-        (("bench", "soak"), "--limit"),
+        (("benchmarks", "pipeline"), "--limit"),
+        (("benchmarks", "pipeline"), "--rate"),
+        (("benchmarks", "scaleout"), "--limit"),
+        (("benchmarks", "restore"), "--records"),
+        (("benchmarks", "soak"), "--minutes"),
+        (("benchmarks", "soak"), "--rate"),
+        (("benchmarks", "soak"), "--limit"),
         (("bench", "index"), "--ops"),
     ],
 )
