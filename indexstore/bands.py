@@ -31,7 +31,7 @@ ROW_MASK = np.uint64((1 << ROW_BITS) - 1)
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
-def band_keys(bands: bytes) -> np.ndarray:
+def keys_of(bands: bytes) -> np.ndarray:
     """The keys of `bands` as uint64, key i at i."""
     return np.frombuffer(bands, dtype="<u4").astype(np.uint64)
 
@@ -50,7 +50,7 @@ def entries(rows: np.ndarray, bands: Sequence[bytes]) -> np.ndarray:
             by_size.setdefault(size, []).append(i)
     parts = []
     for size, at in by_size.items():
-        keys = band_keys(b"".join([bands[i] for i in at])).reshape(len(at), size // 4)
+        keys = keys_of(b"".join([bands[i] for i in at])).reshape(len(at), size // 4)
         owner = np.asarray(rows, dtype=np.uint64)[at]
         parts.append((_prefixes(keys) | owner[:, None]).ravel())
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)

@@ -37,7 +37,7 @@ _EMPTY = np.empty(0, dtype=np.int64)
 _NO_MASK = np.zeros(1, dtype=np.uint64)
 
 
-def compare(probes: np.ndarray, keys: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, ...]]:
+def pairs_within(probes: np.ndarray, keys: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, ...]]:
     """(probe index, key index, distance) of every probe and key within distance k, a chunk
     of probes at a time: all of a probe's pairs come in one chunk. The probe kernel with one
     bucket holding every key."""

@@ -26,7 +26,7 @@ import numpy as np
 
 from indexstore.bands import BandTables
 from indexstore.layout import BUCKET_US, PROBE_US, SCAN_US, Layout
-from indexstore.probe import compare, probe, probe_masks
+from indexstore.probe import pairs_within, probe, probe_masks
 from indexstore.runs import MERGE_RATIO, Run, make_run, merge
 
 # Appended rows wait for a search at most up to this many: sorting a run needs ~30 bytes of
@@ -377,7 +377,7 @@ class SearchTables:
         qp = self.layout.tables[0].permute(queries)
         found = []
         for run in self.runs:
-            chunks = zip(*compare(qp, run.perm[0], self.k), strict=True)
+            chunks = zip(*pairs_within(qp, run.perm[0], self.k), strict=True)
             q, entry, d = (np.concatenate(c) for c in chunks)
             if len(q):
                 found.append(self._entry_rows(run, q, entry, d, per_fingerprint))
@@ -397,7 +397,7 @@ class SearchTables:
         found = []
         # All of a query's pairs come in one chunk: the cap is applied chunk by chunk, so a
         # chunk's hits never pile up.
-        for q, i, d in compare(queries, fps, self.k):
+        for q, i, d in pairs_within(queries, fps, self.k):
             r = rows[i]
             alive = self.seg[r] != DEAD
             q, r, d, i = q[alive], r[alive], d[alive], i[alive]

@@ -26,7 +26,8 @@ from consumer.corpus import open_bytes
 from consumer.deciding.rules import match_rules
 from consumer.ops.progress import Progress
 from consumer.records import Decision, Message, Rejection, Source
-from consumer.stream.pipeline import Pipeline, wall_clock_ms
+from consumer.stream.eventtime import wall_clock_ms
+from consumer.stream.pipeline import Pipeline
 from consumer.stream.sequence import SequenceDecider
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer

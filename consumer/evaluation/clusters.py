@@ -101,7 +101,7 @@ def _pairs_within(sizes: Iterable[int]) -> int:
     return sum(n * (n - 1) // 2 for n in sizes)
 
 
-def compare(predicted: Labels, true: Labels) -> ClusterScores:
+def cluster_scores(predicted: Labels, true: Labels) -> ClusterScores:
     """Pair-counting scores of `predicted` against `true`, over the articles of `true`
     (an article a system never decided is a cluster of its own)."""
     both = Counter((predicted.get(a, f"\0{a}"), t) for a, t in true.items())

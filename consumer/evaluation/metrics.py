@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from consumer.evaluation.clusters import ClusterScores, Labels, compare, predicted_clusters
+from consumer.evaluation.clusters import ClusterScores, Labels, cluster_scores, predicted_clusters
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.runs import SystemRun
 from consumer.evaluation.truth import MATCH_JACCARD
@@ -123,6 +123,6 @@ def score(
         clusters=(
             None
             if true_clusters is None
-            else compare(predicted_clusters(run.decisions), true_clusters)
+            else cluster_scores(predicted_clusters(run.decisions), true_clusters)
         ),
     )

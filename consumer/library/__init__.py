@@ -33,8 +33,8 @@ from consumer.config import FingerprintConfig, IndexConfig, MatchConfig, load_co
 from consumer.deciding.rules import match_rules
 from consumer.errors import NewsdedupError
 from consumer.records import Analyzed, Decision, DecisionKind, Invalid, Message, Source
-from consumer.stream.eventtime import Timed
-from consumer.stream.pipeline import Pipeline, wall_clock_ms
+from consumer.stream.eventtime import Timed, wall_clock_ms
+from consumer.stream.pipeline import Pipeline
 from consumer.stream.sequence import SequenceDecider
 from consumer.stream.state import open_index
 from consumer.stream.workers import Analyzer, fingerprint_options

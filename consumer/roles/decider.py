@@ -27,9 +27,9 @@ from consumer.scaleout.wire import (
     decode_fingerprinted,
     encode_change,
 )
-from consumer.stream.eventtime import Timed
+from consumer.stream.eventtime import Timed, wall_clock_ms
 from consumer.stream.outputs import Outputs, Record
-from consumer.stream.pipeline import Step, decide_in_order, wall_clock_ms
+from consumer.stream.pipeline import Step, decide_in_order
 from indexstore import Batch
 
 log = logging.getLogger("newsdedup.roles.decide")

@@ -28,9 +28,9 @@ from consumer.config import Config
 from consumer.deciding.rules import match_rules
 from consumer.records import Message, Source
 from consumer.stream.clients import consumer_config
-from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of
+from consumer.stream.eventtime import EventTimeOrder, ReorderWindow, time_of, wall_clock_ms
 from consumer.stream.offsets import decode_done
-from consumer.stream.pipeline import Analysis, Pipeline, wall_clock_ms
+from consumer.stream.pipeline import Analysis, Pipeline
 from consumer.stream.workers import Analyzer
 from indexstore import IndexStore
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from consumer.deciding.rules import DEFAULT_RULES, MatchRules, decide, prefetch
 from consumer.records import Analyzed, Decision, Invalid, Message, Rejection, Source
-from consumer.stream.eventtime import Timed, time_of
+from consumer.stream.eventtime import Timed, time_of, wall_clock_ms
 from consumer.stream.workers import Analyzer
 from indexstore import Batch, IndexStore
 
@@ -40,10 +40,6 @@ class DecidedBatch:
     @property
     def rejections(self) -> list[Rejection]:
         return [o for o in self.outcomes if isinstance(o, Rejection)]
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 # A message and what the workers made of it: what `--role all`, `check` and the library decide.

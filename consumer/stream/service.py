@@ -45,8 +45,8 @@ from consumer.stream.clients import (
     topic_max_message_bytes,
     topic_partitions,
 )
+from consumer.stream.eventtime import wall_clock_ms
 from consumer.stream.input_gaps import InputGaps
-from consumer.stream.pipeline import wall_clock_ms
 from consumer.stream.stage import Backoff, RetryLater, Runtime, Stage, Work
 
 log = logging.getLogger("newsdedup.service")

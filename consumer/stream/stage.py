@@ -27,8 +27,8 @@ from consumer.ops.health import HealthState
 from consumer.ops.logs import log_event
 from consumer.ops.metrics import Metrics
 from consumer.records import Decision, DecisionKind, Message
+from consumer.stream.eventtime import wall_clock_ms
 from consumer.stream.outputs import Delivered, Outputs
-from consumer.stream.pipeline import wall_clock_ms
 from consumer.stream.workers import Analyzer
 
 T = TypeVar("T")

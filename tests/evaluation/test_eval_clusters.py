@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.evaluation.clusters import compare, pooled_pairs, predicted_clusters, true_clusters
+from consumer.evaluation.clusters import (
+    cluster_scores,
+    pooled_pairs,
+    predicted_clusters,
+    true_clusters,
+)
 from consumer.evaluation.feed import TruePair
 from consumer.evaluation.runs import SystemAnswer, SystemRun
 from consumer.records import DecisionKind
@@ -43,7 +48,7 @@ def test_contingency_counts_agree_with_every_pair_counted(labels) -> None:
     predicted_labels, true_labels = labels
     predicted = {f"a{i}": f"p{x}" for i, x in enumerate(predicted_labels)}
     true = {f"a{i}": f"t{x}" for i, x in enumerate(true_labels)}
-    scores = compare(predicted, true)
+    scores = cluster_scores(predicted, true)
     predicted_pairs, true_pairs, agreeing, ari = _brute_force(predicted, true)
     assert (scores.predicted_pairs, scores.true_pairs) == (predicted_pairs, true_pairs)
     assert scores.agreeing_pairs == agreeing
@@ -56,7 +61,7 @@ def test_a_hand_computed_example() -> None:
     # True stories {a b c} {d e} {f}; a system found {a b} {c d e} {f}.
     true = dict(zip("abcdef", "XXXYYZ", strict=True))
     predicted = dict(zip("abcdef", "PPQQQR", strict=True))
-    s = compare(predicted, true)
+    s = cluster_scores(predicted, true)
     # Together in truth: ab ac bc de = 4. Predicted: ab cd ce de = 4. Both: ab de = 2.
     assert (s.true_pairs, s.predicted_pairs, s.agreeing_pairs) == (4, 4, 2)
     assert (s.precision, s.recall) == (0.5, 0.5)
@@ -68,10 +73,10 @@ def test_a_hand_computed_example() -> None:
 
 def test_identical_clusterings_score_one_and_trivial_ones_too() -> None:
     true = dict(zip("abcde", "XXYYZ", strict=True))
-    assert compare(true, true).ari == 1.0
+    assert cluster_scores(true, true).ari == 1.0
     singletons = {a: a for a in "abcde"}
-    assert compare(singletons, singletons).ari == 1.0  # nothing together on either side
-    assert compare({}, {}).ari == 1.0
+    assert cluster_scores(singletons, singletons).ari == 1.0  # nothing together on either side
+    assert cluster_scores({}, {}).ari == 1.0
 
 
 def test_true_clusters_are_the_connected_components_of_the_true_pairs() -> None:
@@ -121,5 +126,5 @@ def test_flags_truth_confirms_join_true_clusters_and_a_wrong_one_does_not() -> N
     assert pooled == [("a", "b"), ("b", "c")]
     true = true_clusters("abcx", pooled)
     assert true["a"] == true["b"] == true["c"] != true["x"]
-    scores = compare(predicted_clusters(run.decisions), true)
+    scores = cluster_scores(predicted_clusters(run.decisions), true)
     assert (scores.predicted_pairs, scores.agreeing_pairs) == (6, 3)
