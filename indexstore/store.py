@@ -246,6 +246,12 @@ class IndexStore:
                 "key_frequencies": self._frequencies.memory_bytes(),
             }
 
+    def disk_usage(self) -> dict[str, int]:
+        """SST bytes by part (`reporting.sst_bytes`); memtables and logs not counted."""
+        self._check_open()
+        with self._errors:
+            return reporting.sst_bytes(self._catalog)
+
     def expiry_due(self) -> bool:
         """Whether a segment has left the window, so `expire()` would drop something. Cheap
         enough to ask after every batch: a replay of history moves the watermark by days per
