@@ -53,6 +53,20 @@ def rocksdb_memory(db: rocksdict.Rdict, families: Sequence[rocksdict.Rdict]) -> 
     }
 
 
+def sst_bytes(catalog: Catalog) -> dict[str, int]:
+    """Bytes of SST files on disk, by part: `rows` the groups' (fingerprint blobs, row ids,
+    shingles: what the search tables are built from), `records` the article generations'.
+    Memtables, write-ahead logs and the default family are not counted."""
+
+    def total(families: Sequence[rocksdict.Rdict]) -> int:
+        return sum(f.property_int_value("rocksdb.total-sst-files-size") or 0 for f in families)
+
+    return {
+        "rows": total([g.cf for g in catalog.groups.values()]),
+        "records": total([g.cf for g in catalog.generations.values()]),
+    }
+
+
 def directory_bytes(path: Path) -> int:
     """The bytes of the files in `path` (RocksDB's, and the saved search tables)."""
     total = 0
