@@ -25,21 +25,23 @@ matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, and se
 COLOURS = ("#1f6f8b", "#c0c0c0", "#e07b39")
 
 
-def accuracy(section: dict, ax_p: plt.Axes, ax_r: plt.Axes) -> None:
+def grouped_bars(ax: plt.Axes, section: dict, field: str, horizontal: bool = False) -> None:
+    """One bar per system in each feed's group, `field` holding the systems' values in order;
+    the groups are labelled with the feeds' names."""
     names = [f["name"] for f in section["feeds"]]
     systems = section["systems"]
     width = 0.8 / len(systems)
+    draw, ticks = (ax.barh, ax.set_yticks) if horizontal else (ax.bar, ax.set_xticks)
+    for i, system in enumerate(systems):
+        values = [f[field][i] for f in section["feeds"]]
+        positions = [at + i * width for at in range(len(names))]
+        draw(positions, values, width, color=COLOURS[i], label=system)
+    ticks([at + width * (len(systems) - 1) / 2 for at in range(len(names))], names)
+
+
+def accuracy(section: dict, ax_p: plt.Axes, ax_r: plt.Axes) -> None:
     for ax, field in ((ax_p, "precision"), (ax_r, "recall")):
-        for i, system in enumerate(systems):
-            values = [f[field][i] for f in section["feeds"]]
-            ax.barh(
-                [y + i * width for y in range(len(names))],
-                values,
-                width,
-                color=COLOURS[i],
-                label=system,
-            )
-        ax.set_yticks([y + width * (len(systems) - 1) / 2 for y in range(len(names))], names)
+        grouped_bars(ax, section, field, horizontal=True)
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
         ax.set_title(field)
@@ -49,19 +51,7 @@ def accuracy(section: dict, ax_p: plt.Axes, ax_r: plt.Axes) -> None:
 
 
 def speed(section: dict, ax: plt.Axes) -> None:
-    names = [f["name"] for f in section["feeds"]]
-    systems = section["systems"]
-    width = 0.8 / len(systems)
-    for i, system in enumerate(systems):
-        values = [f["per_cpu_second"][i] for f in section["feeds"]]
-        ax.bar(
-            [x + i * width for x in range(len(names))],
-            values,
-            width,
-            color=COLOURS[i],
-            label=system,
-        )
-    ax.set_xticks([x + width * (len(systems) - 1) / 2 for x in range(len(names))], names)
+    grouped_bars(ax, section, "per_cpu_second")
     ax.set_ylabel("articles per CPU-second")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
