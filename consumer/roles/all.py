@@ -29,7 +29,7 @@ from consumer.roles.replay import replay_feed
 from consumer.stream.clients import ensure_output_topics
 from consumer.stream.disorder import DisorderWatch
 from consumer.stream.eventtime import EventTimeOrder, Timed, reorder_window, time_of
-from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
+from consumer.stream.offsets import PartitionReads
 from consumer.stream.outputs import Delivered, Outputs, Record
 from consumer.stream.pipeline import Analysis, DecidedBatch, Pipeline
 from consumer.stream.service import Service
@@ -303,7 +303,7 @@ class AllStage:
         size limit) decides the record holding it back now, out of order, rather than stop."""
         entries = []
         for partition, reads in self._reads.items():
-            while reads.queued and reads.done_chars() > MAX_DONE_CHARS:
+            while reads.commit_held_back():
                 message, result = self._order.pop_first(partition)
                 self._decided(message)
                 entries.append(Timed((message, result), None))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from consumer.records import Message
 from consumer.scaleout.wire import Fingerprinted
 from consumer.stream.eventtime import NO_REORDER, EventTimeOrder, ReorderWindow, Timed
-from consumer.stream.offsets import MAX_DONE_CHARS, PartitionReads
+from consumer.stream.offsets import PartitionReads
 
 # An internal record and the article it carries; released as `Timed[Entry]`, with the stream
 # time its domain's watermark may move to (None: it moves none).
@@ -152,7 +152,7 @@ class Sequencer:
                 out.append(forced)
             # A commit that could no longer name what it has done decides the record holding
             # it back now, out of order, rather than stop.
-            while p.reads.queued and p.reads.done_chars() > MAX_DONE_CHARS:
+            while p.reads.commit_held_back():
                 lowest = min(p.reads.queued)
                 entry = p.order.pop_first(p.reads.queued[lowest])
                 self._mark_done(p, entry)

@@ -101,6 +101,8 @@ class PartitionReads:
         self.next_offset = self.committed
         return self.committed
 
-    def done_chars(self) -> int:
-        commit = self.commit()
-        return 0 if commit is None else len(commit[1])
+    def commit_held_back(self) -> bool:
+        """Whether a record still queued holds back a commit that could no longer name what
+        was decided above it (`MAX_DONE_CHARS`): the caller then decides that record now."""
+        commit = self.commit() if self.queued else None
+        return commit is not None and len(commit[1]) > MAX_DONE_CHARS
