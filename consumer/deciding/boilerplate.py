@@ -66,10 +66,25 @@ DENSER_MIN_ARTICLES = 30
 # compared with a longer page is sampled at that page's bound, a 16th, which leaves it about
 # six, and a copy cut short still has none.
 MIN_OWN_DENSE_KEYS = 2
+# A key above `COUNTED_BELOW` is counted only by the stories whose sample reaches it, shorter
+# pages the denser it is: on the templated cctv feed a 200-character template carried by 740
+# stories counts 295 between 2^29 and 2^30, 29 above 2^30, and two briefs under it took it for
+# story there. So when two articles share a template known where every page counts it (at
+# least `KNOWN_TEMPLATE_KEYS` of the keys they share below `COUNTED_BELOW` are carried by a
+# template's count of stories, and those are most of what they share there), a key they share
+# in a denser range is template too if it is carried by at least half the median count of the
+# keys they share in that range: the template's keys there all carry one count, that of its
+# carriers short enough to reach the range, and a story's keys next to none. Five keys below
+# 2^27 are about 160 characters in common; the phrasing of a formulaic series of items, which
+# must stay a matter of the texts' Jaccard, is rarely that long and that common.
+KNOWN_TEMPLATE_KEYS = 5
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)
 _BOUNDS = np.array([*DENSER_BOUNDS, COUNTED_BELOW], dtype=np.uint64)
 _BOUNDS_LIST = list(DENSER_BOUNDS)
+# The ranges of a sample counted by ever fewer stories: below `COUNTED_BELOW`, then between
+# consecutive denser bounds.
+_RANGES = np.array(sorted([COUNTED_BELOW, *DENSER_BOUNDS]), dtype=np.uint64)
 
 try:
     from consumer._fastfp import boilerplate_sample as _native_sample
@@ -216,6 +231,37 @@ class ArticleBoilerplate:
         if min(self._own[1], candidate[1]) <= COUNTED_BELOW:
             return False
         templates = union[frequencies >= max(self._min_articles, DENSER_MIN_ARTICLES)]
+        templates = np.union1d(
+            templates,
+            undercounted_template(a, b, union, frequencies, templates, self._min_articles),
+        )
         return stories_differ(
             set(a.tolist()), set(b.tolist()), set(templates.tolist()), need, MIN_OWN_DENSE_KEYS
         )
+
+
+def undercounted_template(
+    a: np.ndarray,
+    b: np.ndarray,
+    union: np.ndarray,
+    frequencies: np.ndarray,
+    templates: np.ndarray,
+    min_articles: int,
+) -> np.ndarray:
+    """The keys two dense samples `a` and `b` share above `COUNTED_BELOW` that are their
+    template's, although fewer than a template's count of stories carry them: what the ranges
+    fewer stories count make of a template known below (`KNOWN_TEMPLATE_KEYS`). `union` is
+    both samples' keys, `frequencies` their counts, `templates` those carried by a template's
+    count of stories."""
+    shared = np.isin(union, a) & np.isin(union, b)
+    below = shared & (union < COUNTED_BELOW)
+    known = below & np.isin(union, templates)
+    if known.sum() < KNOWN_TEMPLATE_KEYS or 2 * known.sum() < below.sum():
+        return union[:0]
+    ranges = np.searchsorted(_RANGES, union, side="right")
+    found = []
+    for r in np.unique(ranges[shared & ~below]).tolist():
+        in_range = shared & (ranges == r)
+        bar = max(min_articles, float(np.median(frequencies[in_range])) / 2)
+        found.append(union[in_range & (frequencies >= bar)])
+    return np.concatenate(found) if found else union[:0]

@@ -108,3 +108,37 @@ def test_stories_of_a_sentence_under_a_learned_footer_six_times_longer_flag_none
     assert len(briefs) == 200
     decisions = run_check(tmp_path, [with_footer(a) for a in stories + briefs])
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def test_briefs_under_a_template_known_from_longer_pages_flag_none_and_their_copies_are_found(
+    tmp_path: Path,
+) -> None:
+    # A 260-character footer, known as a template from 40 long stories, but counted in the
+    # densest part of a sample only by pages short enough to sample it: 12 stories of 200
+    # characters. Then 20 briefs of 40 characters under it, any two of which share about
+    # three quarters of their shingles, all of them the footer's, and a copy of five of them.
+    footer = PORTAL_FOOTER[:260]
+    stories = unrelated(120)
+    long = [a for a in stories if len(a["content"]) >= 1000][:40]
+    rest = [a for a in stories if len(a["content"]) >= 240 and a not in long]
+    mid = [{**a, "content": a["content"][:200]} for a in rest[:12]]
+    briefs: list[dict] = []
+    chosen: list[set[str]] = []
+    for a in rest[12:]:
+        # Closing lines, as unrelated as the stories (an author may end two pieces alike).
+        brief = {**a, "content": a["content"][-40:]}
+        mine = truth.shingles(text_of(brief))
+        if len(briefs) < 20 and all(len(mine & s) < 0.2 * len(mine) for s in chosen):
+            briefs.append(brief)
+            chosen.append(mine)
+    copies = [
+        {**b, "id": f"copy-{i}", "title": b["title"] + "！"} for i, b in enumerate(briefs[:5])
+    ]
+    assert (len(long), len(mid), len(briefs)) == (40, 12, 20)
+
+    def footed(article: dict) -> dict:
+        return {**article, "content": article["content"] + footer}
+
+    decisions = run_check(tmp_path, [footed(a) for a in long + mid + briefs + copies])
+    flagged = {d["id"]: d.get("matched_id") for d in decisions if d["decision"] != "unique"}
+    assert flagged == {f"copy-{i}": b["id"] for i, b in enumerate(briefs[:5])}

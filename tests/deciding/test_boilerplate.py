@@ -16,6 +16,7 @@ from consumer.deciding.boilerplate import (
     sample_reference,
     sampled_keys,
     stories_differ,
+    undercounted_template,
 )
 from consumer.fingerprint.shingles import encode_shingles, low_values, low_values_reference
 
@@ -121,3 +122,37 @@ def test_samples_are_compared_over_the_range_both_cover() -> None:
     a, b = comparable((dense, 1 << 31), (short, COUNTED_BELOW))
     assert a.tolist() == [5, COUNTED_BELOW - 1]
     assert b.tolist() == short.tolist()
+
+
+def _dense_pair(
+    base_template: int, base_other: int, dense: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Two samples sharing `base_template` keys below COUNTED_BELOW that 500 stories carry and
+    `base_other` that 2 do, and the dense keys of `dense` (key: count), shared; each has one
+    key of its own in the densest range. Returns (a, b, union, frequencies, templates)."""
+    counts = {i: 500 for i in range(base_template)}
+    counts |= {1000 + i: 2 for i in range(base_other)}
+    counts |= dense
+    own_a, own_b = (1 << 31) - 1, (1 << 31) - 2
+    union = np.array(sorted({*counts, own_a, own_b}), dtype=np.uint32)
+    frequencies = np.array([counts.get(int(k), 0) for k in union], dtype=np.int64)
+    a = union[union != own_b]
+    b = union[union != own_a]
+    return a, b, union, frequencies, union[frequencies >= 30]
+
+
+# Dense keys shared by a pair: a template's, counted 29 times by the short pages that reach
+# their range, and two of a story both tell, counted once.
+DENSE = {(1 << 30) + i: 29 for i in range(10)} | {(1 << 30) + 100: 1, (1 << 30) + 101: 1}
+
+
+def test_a_template_known_below_is_a_template_where_few_pages_count_it() -> None:
+    found = undercounted_template(*_dense_pair(6, 1, DENSE), min_articles=3)
+    assert found.tolist() == [(1 << 30) + i for i in range(10)]
+
+
+def test_without_a_template_known_below_the_dense_counts_stand() -> None:
+    # Too few keys of a known template below (a formulaic phrase), or not most of what the
+    # two share there: a series of items, not a page template.
+    assert not len(undercounted_template(*_dense_pair(4, 0, DENSE), min_articles=3))
+    assert not len(undercounted_template(*_dense_pair(6, 7, DENSE), min_articles=3))
