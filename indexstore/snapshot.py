@@ -35,8 +35,11 @@ def save(tables: SearchTables, directory: Path, tag: str) -> None:
     os.replace(partial, final)
 
 
-def load(directory: Path, layout: Layout, tag: str) -> SearchTables | None:
-    """The saved tables if their tag is `tag`, else None (missing, stale or unreadable)."""
+def load(
+    directory: Path, layout: Layout, tag: str, expected_rows: int = 1024
+) -> SearchTables | None:
+    """The saved tables if their tag is `tag`, else None (missing, stale or unreadable); they
+    grow towards `expected_rows` (`SearchTables`)."""
     path = directory / FILE_NAME
     if not path.exists():
         return None
@@ -47,7 +50,7 @@ def load(directory: Path, layout: Layout, tag: str) -> SearchTables | None:
             arrays = {name: saved[name] for name in saved.files if name != "tag"}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):
         return None
-    return SearchTables.restore(layout, arrays)
+    return SearchTables.restore(layout, arrays, expected_rows)
 
 
 def discard(directory: Path) -> None:

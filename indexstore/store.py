@@ -149,8 +149,14 @@ class IndexStore:
             found.segments,
             found.generations,
         )
-        self._tables = SearchTables(self._layout)
-        saved = None if self._read_only else snapshot.load(self._path, self._layout, self._tag())
+        self._tables = SearchTables(self._layout, expected_rows=self._options.expected_articles)
+        saved = (
+            None
+            if self._read_only
+            else snapshot.load(
+                self._path, self._layout, self._tag(), self._options.expected_articles
+            )
+        )
         if saved is not None:
             self._tables = saved
         elif not self._read_only:
@@ -194,7 +200,7 @@ class IndexStore:
                 # Only a faster reopen is lost: without a snapshot the tables are rebuilt.
                 snapshot.discard(self._path)
         self._closed = True
-        self._tables = SearchTables(self._layout)
+        self._tables = SearchTables(self._layout, expected_rows=self._options.expected_articles)
         self._catalog.clear()
         try:
             with self._errors:

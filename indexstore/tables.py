@@ -77,17 +77,28 @@ def scan_break_even(layout: Layout) -> int:
 
 
 class SearchTables:
-    def __init__(self, layout: Layout, scan_below: int | None = None) -> None:
+    def __init__(
+        self, layout: Layout, scan_below: int | None = None, expected_rows: int = 1024
+    ) -> None:
         self.layout = layout
         self.k = layout.max_distance
         # Below this many rows a search scans table 0's runs instead of probing (both exact).
         self.scan_below = scan_break_even(layout) if scan_below is None else scan_below
         self.n = 0
         self.dead = 0
-        self.seg = np.empty(1024, dtype=np.int64)
-        self.seq = np.empty(1024, dtype=np.uint64)
+        # The row arrays get room for the rows expected at once: room not written to yet is
+        # not in memory (the OS maps pages when first touched), and an index that grows to its
+        # expected size never copies them, where growing by half at a time would briefly hold
+        # the old arrays beside the new (800 MiB at 100 M rows).
+        self.expected_rows = max(1024, expected_rows)
+        try:
+            self.seg = np.empty(self.expected_rows, dtype=np.int64)
+        except MemoryError:  # more room than the OS lends at once: grow as rows come instead
+            self.expected_rows = 1024
+            self.seg = np.empty(self.expected_rows, dtype=np.int64)
+        self.seq = np.empty(self.expected_rows, dtype=np.uint64)
         # Fingerprints by row, only for the plain scan: the tables hold them otherwise.
-        self.fp = np.empty(1024 if not layout.tables else 0, dtype=np.uint64)
+        self.fp = np.empty(self.expected_rows if not layout.tables else 0, dtype=np.uint64)
         self.runs: list[Run] = []
         # Rows appended since the last search, not in a run yet: (row ids, fingerprints).
         self._unsorted: list[tuple[np.ndarray, np.ndarray]] = []
@@ -172,7 +183,7 @@ class SearchTables:
     def _reserve(self, needed: int) -> None:
         if needed <= len(self.seg):
             return
-        capacity = max(needed, int(len(self.seg) * 1.5))
+        capacity = max(needed, int(len(self.seg) * 1.5), self.expected_rows)
         names = ("seg", "seq", "fp") if not self.layout.tables else ("seg", "seq")
         for name in names:
             old = getattr(self, name)
@@ -239,8 +250,11 @@ class SearchTables:
         return arrays
 
     @classmethod
-    def restore(cls, layout: Layout, arrays: dict[str, np.ndarray]) -> SearchTables:
+    def restore(
+        cls, layout: Layout, arrays: dict[str, np.ndarray], expected_rows: int = 1024
+    ) -> SearchTables:
         self = cls(layout)
+        self.expected_rows = max(1024, expected_rows)
         self.n, self.dead = (int(v) for v in arrays["n"])
         self.seg, self.seq = arrays["seg"], arrays["seq"]
         self.fp = arrays["fp"]
@@ -263,7 +277,8 @@ class SearchTables:
 
     def memory_bytes(self) -> int:
         self.sort_appended()
-        arrays = [self.fp, self.seg, self.seq]
+        # The row arrays' rows in use: the room beyond them is not in memory until written.
+        arrays = [self.fp[: self.n], self.seg[: self.n], self.seq[: self.n]]
         for run in self.runs:
             arrays.extend(run.perm)
             arrays.extend(run.offsets)

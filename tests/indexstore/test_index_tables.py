@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from indexstore.layout import Layout, choose_layout, pigeonhole_layout, probe_radius
+from indexstore.runs import bucket_offsets
 from indexstore.tables import SearchTables, scan_break_even
 
 
@@ -253,6 +254,26 @@ def test_a_window_far_smaller_than_expected_is_scanned() -> None:
     assert scan_break_even(choose_layout(3, 1_000_000)) < 5_000
 
 
+def test_rows_up_to_the_expected_count_are_never_copied_and_count_as_memory_once_written() -> None:
+    # Growing by half at a time, the last growth to 100 M rows held the old row arrays beside
+    # the new: 800 MiB more at the peak. Room for the expected rows is taken at once instead,
+    # and the OS maps it only as rows are written, so only the rows in use count.
+    layout = choose_layout(3, 50_000)
+    tables = SearchTables(layout, expected_rows=50_000)
+    seg, seq = tables.seg, tables.seq
+    empty = tables.memory_bytes()
+    rng = np.random.default_rng(7)
+    for start in range(0, 50_000, 5_000):
+        fps = rng.integers(0, 2**64, 5_000, dtype=np.uint64)
+        tables.append(fps, np.full(5_000, start // 5_000), np.arange(start, start + 5_000))
+    assert tables.seg is seg and tables.seq is seq
+    assert tables.memory_bytes() - empty >= 50_000 * (seg.itemsize + seq.itemsize)
+    assert empty < 1_000 * (seg.itemsize + seq.itemsize)
+    tables.append(np.zeros(1, dtype=np.uint64), np.zeros(1), np.array([50_000]))
+    assert len(tables.seg) >= 50_001
+    assert 50_000 in tables.search(np.zeros(1, dtype=np.uint64)).row.tolist()
+
+
 # Keys that differ only in the low 4 bits the band tables drop, and ones that differ above.
 BAND_KEYS = (0, 1, 16, 17, 0xFFFF_FFF0)
 
@@ -313,3 +334,25 @@ def test_a_batch_of_band_queries_equals_brute_force(
         mine = query == q
         got = list(zip(tables.seq[found[mine]].tolist(), shared[mine].tolist(), strict=True))
         assert got == [(seq, n) for _, seq, n in want[:limit]]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.integers(0, 2**64 - 1), max_size=300),
+    bits=st.integers(0, 10),
+    near_edges=st.booleans(),
+)
+def test_bucket_offsets_equal_counting_each_entrys_bucket(
+    values: list[int], bits: int, near_edges: bool
+) -> None:
+    if near_edges:  # values at and around bucket boundaries, and the largest of all
+        values = [v & ~((1 << 60) - 1) for v in values] + [2**64 - 1, 0]
+    permuted = np.sort(np.array(values, dtype=np.uint64))
+    counts = np.bincount(
+        (permuted >> np.uint64(64 - bits)).astype(np.intp)
+        if bits
+        else np.zeros(len(values), np.intp),
+        minlength=1 << bits,
+    )
+    expected = np.concatenate(([0], np.cumsum(counts)))
+    assert bucket_offsets(permuted, bits).tolist() == expected.tolist()
