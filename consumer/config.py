@@ -92,6 +92,7 @@ class IndexConfig:
     retention: Duration = Duration("72h")
     future_skew: Duration = Duration("5m")
     expected_articles: int = 1_000_000
+    max_table_bytes: int = 256
     memory: Size = Size("256MiB")
 
     def __post_init__(self) -> None:
@@ -329,6 +330,7 @@ def _validate(config: Config) -> None:
     idx = config.index
     _check(0 <= idx.max_distance <= 16, "option [index] max_distance must be from 0 to 16")
     _check(idx.expected_articles > 0, "option [index] expected_articles must be positive")
+    _check(idx.max_table_bytes > 0, "option [index] max_table_bytes must be positive")
     _check(bool(idx.path.strip()), "option [index] path must not be empty")
     fp = config.fingerprint
     check_fingerprint_options(fp.engine, fp.title_weight, fp.max_terms, fp.max_chars)

@@ -24,7 +24,9 @@ CANDIDATE_US = 0.0005  # one candidate verified: XOR and popcount on a contiguou
 SCAN_US = 0.0003  # one row compared in a plain scan
 MEMORY_US_PER_BYTE = 0.25  # what one byte of table memory per article is worth to us
 MAX_TABLES = 300
-MAX_TABLE_BYTES_PER_ARTICLE = 256  # beyond this, memory at millions of articles is out of reach
+MAX_TABLE_BYTES_PER_ARTICLE = (
+    256  # the default cap: beyond it, millions of articles are out of reach
+)
 MAX_BUCKETS_PER_PROBE = 4096  # keys within the probe radius; beyond this a layout is not tried
 # A run of n rows is bucketed by the top log2(n / ROWS_PER_BUCKET) bits of each key (at most
 # the key's width), so a bucket holds a few rows and the offsets cost ~1 B per row and table.
@@ -210,7 +212,11 @@ def layout_cost(layout: Layout, expected_articles: int) -> float:
     )
 
 
-def choose_layout(max_distance: int, expected_articles: int) -> Layout:
+def choose_layout(
+    max_distance: int,
+    expected_articles: int,
+    max_table_bytes: int = MAX_TABLE_BYTES_PER_ARTICLE,
+) -> Layout:
     """Pick the number of blocks b (or a plain scan) for distance k and n live articles.
 
     Pigeonhole (Manku, Jain, Das Sarma, WWW 2007): split the 64 bits into b > k blocks. Two
@@ -238,7 +244,10 @@ def choose_layout(max_distance: int, expected_articles: int) -> Layout:
     Runs are bucketed by a key prefix, so a probe is a lookup, not a binary search.
 
     We take the candidate with the least `layout_cost`: table probes, bucket lookups,
-    candidate checks and table memory priced in microseconds per query (constants above).
+    candidate checks and table memory priced in microseconds per query (constants above),
+    among those of at most `max_table_bytes` of tables per article. The cap is what fits: k =
+    12 at 100 M takes 21 tables by the cost (~193 B an article, ~25 GB with the rows' own
+    arrays); at 128 B it takes 4, with 3.5 times as many candidates per query.
     """
     if not 0 <= max_distance < FINGERPRINT_BITS:
         raise ValueError(f"max_distance must be in 0..63, got {max_distance}")
@@ -250,7 +259,7 @@ def choose_layout(max_distance: int, expected_articles: int) -> Layout:
             tables = math.comb(blocks, kept)
             # Both limits before building the candidate: building is most of the choice's
             # cost (0.06 s at 20,000 articles, paid at every start).
-            if tables > MAX_TABLES or table_bytes_per_article(tables) > MAX_TABLE_BYTES_PER_ARTICLE:
+            if tables > MAX_TABLES or table_bytes_per_article(tables) > max_table_bytes:
                 continue
             widest = -(-FINGERPRINT_BITS // blocks) * kept
             radius = probe_radius(max_distance, blocks, kept)

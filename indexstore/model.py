@@ -25,6 +25,8 @@ class IndexOptions:
     """Event times beyond wall-clock now + skew are clamped to now + skew."""
     expected_articles: int = 1_000_000
     """Live articles expected in the window; drives the choice of the search layout."""
+    max_table_bytes: int = 256
+    """The most search-table memory per live article the layout may take (`choose_layout`)."""
     memory_bytes: int = 256 * 2**20
     """RocksDB block cache and write buffers together (the search tables come on top)."""
 

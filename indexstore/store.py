@@ -133,7 +133,11 @@ class IndexStore:
             # A read-only reader just shows what is there, with the k it was built with.
             if not self._read_only:
                 opening.check_compatible(self._path, self._meta, wanted)
-        self._layout = choose_layout(self._meta.max_distance, self._options.expected_articles)
+        self._layout = choose_layout(
+            self._meta.max_distance,
+            self._options.expected_articles,
+            self._options.max_table_bytes,
+        )
         self._watermark, self._next_seq, self._commits = enc.decode_state(
             self._db.get(enc.STATE_KEY)
         )

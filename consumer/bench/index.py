@@ -92,6 +92,13 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:
         help="event time the loaded articles span (default 72 = the window); longer spans "
         "replay history: segments are created and expired after every batch, as in a replay",
     )
+    p.add_argument(
+        "--max-table-bytes",
+        type=int,
+        default=IndexOptions.max_table_bytes,
+        help="search-table memory per article the layout may take, as [index] max_table_bytes "
+        "(default %(default)s)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
@@ -157,7 +164,12 @@ def _plan(args: argparse.Namespace) -> _Plan:
     retention = 72 * HOUR_MS
     span = args.hours * HOUR_MS
     live = n * retention // max(span, retention)  # articles in the window at the end
-    options = IndexOptions(max_distance=k, retention_ms=retention, expected_articles=live)
+    options = IndexOptions(
+        max_distance=k,
+        retention_ms=retention,
+        expected_articles=live,
+        max_table_bytes=args.max_table_bytes,
+    )
     total = n + ops
     fps = rng.integers(0, 2**64, size=total, dtype=np.uint64)
     # Planted near-duplicates: a third of the measured queries copy a loaded fingerprint with
@@ -341,7 +353,7 @@ class _EventTimes:
 def _reopen_in_new_process(workdir: Path, options: IndexOptions, clock_ms: int) -> dict:
     code = "from consumer.bench.index import reopen_and_drop; reopen_and_drop()"
     args = [str(workdir), str(options.max_distance), str(options.retention_ms)]
-    args += [str(options.expected_articles), str(clock_ms)]
+    args += [str(options.expected_articles), str(options.max_table_bytes), str(clock_ms)]
     done = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
     )
@@ -359,8 +371,10 @@ def _high_water_mib() -> float:
 
 def reopen_and_drop() -> None:
     """In a new process: open the index the benchmark left, then drop its oldest segment."""
-    workdir, k, retention, live, clock_ms = sys.argv[1], *map(int, sys.argv[2:6])
-    options = IndexOptions(max_distance=k, retention_ms=retention, expected_articles=live)
+    workdir, k, retention, live, cap, clock_ms = sys.argv[1], *map(int, sys.argv[2:7])
+    options = IndexOptions(
+        max_distance=k, retention_ms=retention, expected_articles=live, max_table_bytes=cap
+    )
     started = time.perf_counter()
     store = IndexStore.open(Path(workdir), options, clock=lambda: clock_ms)
     reopen_seconds = time.perf_counter() - started

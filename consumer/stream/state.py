@@ -42,6 +42,7 @@ def index_options(config: IndexConfig) -> IndexOptions:
         retention_ms=config.retention.ms,
         future_skew_ms=config.future_skew.ms,
         expected_articles=config.expected_articles,
+        max_table_bytes=config.max_table_bytes,
         memory_bytes=config.memory.bytes,
     )
 

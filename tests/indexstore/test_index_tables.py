@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from indexstore import IndexOptions, IndexStore
 from indexstore.layout import Layout, choose_layout, pigeonhole_layout, probe_radius
 from indexstore.runs import bucket_offsets
 from indexstore.tables import SearchTables, scan_break_even
@@ -69,6 +70,22 @@ def test_large_k_at_a_million_uses_tables_not_a_scan() -> None:
     for k in (8, 10, 12, 14, 16):
         layout = choose_layout(k, 10**6)
         assert layout.blocks and layout.radius > 0, layout.describe()
+
+
+def test_the_layout_keeps_to_its_memory_cap() -> None:
+    # k = 12 at 100 M: 21 tables by the cost alone (~193 B an article), more than this
+    # machine holds with the rows' own arrays; a cap of 128 B gives 4, exact all the same.
+    free = choose_layout(12, 100_000_000)
+    capped = choose_layout(12, 100_000_000, max_table_bytes=128)
+    assert free.table_bytes_per_article > 128 >= capped.table_bytes_per_article
+    assert capped.blocks and capped.expected_candidates > free.expected_candidates
+    assert choose_layout(12, 10**6, max_table_bytes=128) == choose_layout(12, 10**6)
+
+
+def test_an_index_opens_with_the_layout_its_cap_allows(tmp_path) -> None:
+    options = IndexOptions(max_distance=12, expected_articles=100_000_000, max_table_bytes=128)
+    with IndexStore.open(tmp_path, options) as store:
+        assert store.layout == choose_layout(12, 100_000_000, max_table_bytes=128)
 
 
 def test_probe_radius_is_tight() -> None:
