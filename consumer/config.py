@@ -19,6 +19,7 @@ from typing import Any, get_type_hints
 from consumer.errors import ConfigError
 from consumer.formats import LETTERS_KEY_CHARS
 from consumer.quantities import Duration, Size
+from indexstore.layout import table_bytes_per_article
 
 ENV_PREFIX = "NEWSDEDUP_"
 DELIVERY_MODES = ("at_least_once", "exactly_once")
@@ -330,7 +331,11 @@ def _validate(config: Config) -> None:
     idx = config.index
     _check(0 <= idx.max_distance <= 16, "option [index] max_distance must be from 0 to 16")
     _check(idx.expected_articles > 0, "option [index] expected_articles must be positive")
-    _check(idx.max_table_bytes > 0, "option [index] max_table_bytes must be positive")
+    _check(
+        idx.max_table_bytes >= table_bytes_per_article(1),
+        f"option [index] max_table_bytes must be at least {table_bytes_per_article(1)}, one "
+        "table's bytes per article (below it every search would scan every row)",
+    )
     _check(bool(idx.path.strip()), "option [index] path must not be empty")
     fp = config.fingerprint
     check_fingerprint_options(fp.engine, fp.title_weight, fp.max_terms, fp.max_chars)

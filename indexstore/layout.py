@@ -246,8 +246,9 @@ def choose_layout(
     We take the candidate with the least `layout_cost`: table probes, bucket lookups,
     candidate checks and table memory priced in microseconds per query (constants above),
     among those of at most `max_table_bytes` of tables per article. The cap is what fits: k =
-    12 at 100 M takes 21 tables by the cost (~193 B an article, ~25 GB with the rows' own
-    arrays); at 128 B it takes 4, with 3.5 times as many candidates per query.
+    12 at 100 M takes 21 tables by the cost (~193 B an article, ~21 GB with the rows' own
+    16 B); at 128 B it takes 4, with 3.5 times as many candidates per query. Below one table's
+    bytes (13) only the plain scan is left.
     """
     if not 0 <= max_distance < FINGERPRINT_BITS:
         raise ValueError(f"max_distance must be in 0..63, got {max_distance}")

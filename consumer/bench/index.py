@@ -95,7 +95,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-table-bytes",
         type=int,
-        default=IndexOptions.max_table_bytes,
+        default=IndexOptions().max_table_bytes,
         help="search-table memory per article the layout may take, as [index] max_table_bytes "
         "(default %(default)s)",
     )

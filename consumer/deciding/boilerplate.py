@@ -71,12 +71,12 @@ MIN_OWN_DENSE_KEYS = 2
 # stories counts 295 between 2^29 and 2^30, 29 above 2^30, and two briefs under it took it for
 # story there. So when two articles share a template known where every page counts it (at
 # least `KNOWN_TEMPLATE_KEYS` of the keys they share below `COUNTED_BELOW` are carried by a
-# template's count of stories, and those are most of what they share there), a key they share
-# in a denser range is template too if it is carried by at least half the median count of the
-# keys they share in that range: the template's keys there all carry one count, that of its
-# carriers short enough to reach the range, and a story's keys next to none. Five keys below
-# 2^27 are about 160 characters in common; the phrasing of a formulaic series of items, which
-# must stay a matter of the texts' Jaccard, is rarely that long and that common.
+# template's count of stories, and those are at least half of what they share there), a key
+# they share in a denser range is template too if it is carried by at least half the median
+# count of the keys they share in that range: the template's keys there all carry one count,
+# that of its carriers short enough to reach the range, and a story's keys next to none. Five
+# keys below 2^27 are about 160 characters in common; the phrasing of a formulaic series of
+# items, which must stay a matter of the texts' Jaccard, is rarely that long and that common.
 KNOWN_TEMPLATE_KEYS = 5
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)

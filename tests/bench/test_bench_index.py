@@ -15,6 +15,9 @@ from indexstore import IndexOptions, IndexStore, SearchResult
 
 
 def _args(tmp_path: Path, **overrides: object) -> argparse.Namespace:
+    # Through the command's own parser, so its defaults are what a user gets.
+    parser = argparse.ArgumentParser()
+    bench_index.register(parser.add_subparsers())
     values: dict[str, object] = {
         "n": 3000,
         "k": 3,
@@ -22,12 +25,13 @@ def _args(tmp_path: Path, **overrides: object) -> argparse.Namespace:
         "batch": 100,
         "verify": 50,
         "dir": str(tmp_path / "ix"),
-        "hours": 72,
-        "seed": 1,
-        "json": True,
     }
     values.update(overrides)
-    return argparse.Namespace(**values)
+    argv = ["index", "--json"]
+    for name, value in values.items():
+        if value is not None:  # None: the command's default
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    return parser.parse_args(argv)
 
 
 def _run(capsys: pytest.CaptureFixture[str], args: argparse.Namespace) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def test_client_passthrough_from_file_and_environment(tmp_path):
         ('[kafka]\noutput_topic = "news.raw"\n', {}, "three different topics"),
         # Past 256 characters a text carries no letters key to match a short text by.
         ("[match]\nshort_text_chars = 300\n", {}, "[match] short_text_chars must be from 0 to 256"),
-        ("[index]\nmax_table_bytes = 0\n", {}, "[index] max_table_bytes must be positive"),
+        ("[index]\nmax_table_bytes = 12\n", {}, "[index] max_table_bytes must be at least 13"),
         ("not toml [", {}, "not valid TOML"),
     ],
 )

@@ -151,6 +151,16 @@ def test_a_template_known_below_is_a_template_where_few_pages_count_it() -> None
     assert found.tolist() == [(1 << 30) + i for i in range(10)]
 
 
+def test_in_each_range_only_keys_near_the_templates_count_are_template() -> None:
+    # Per range, from half the median count of the shared keys there: 5 stories carry a
+    # phrase beside the template's 29 (not template), and a range further down holds the
+    # template at 100 beside a phrase at 40 (not template either).
+    dense = DENSE | {(1 << 30) + 200: 5, (1 << 30) + 201: 5}
+    dense |= {(1 << 29) + i: 100 for i in range(4)} | {(1 << 29) + 50: 40}
+    found = undercounted_template(*_dense_pair(6, 1, dense), min_articles=3).tolist()
+    assert found == [(1 << 29) + i for i in range(4)] + [(1 << 30) + i for i in range(10)]
+
+
 def test_without_a_template_known_below_the_dense_counts_stand() -> None:
     # Too few keys of a known template below (a formulaic phrase), or not most of what the
     # two share there: a series of items, not a page template.

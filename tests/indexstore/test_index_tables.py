@@ -363,7 +363,8 @@ def test_bucket_offsets_equal_counting_each_entrys_bucket(
     values: list[int], bits: int, near_edges: bool
 ) -> None:
     if near_edges:  # values at and around bucket boundaries, and the largest of all
-        values = [v & ~((1 << 60) - 1) for v in values] + [2**64 - 1, 0]
+        edges = [v & ~((1 << 60) - 1) for v in values]
+        values = edges + [max(e - 1, 0) for e in edges] + [2**64 - 1, 0]
     permuted = np.sort(np.array(values, dtype=np.uint64))
     counts = np.bincount(
         (permuted >> np.uint64(64 - bits)).astype(np.intp)
