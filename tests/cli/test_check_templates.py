@@ -142,3 +142,25 @@ def test_briefs_under_a_template_known_from_longer_pages_flag_none_and_their_cop
     decisions = run_check(tmp_path, [footed(a) for a in long + mid + briefs + copies])
     flagged = {d["id"]: d.get("matched_id") for d in decisions if d["decision"] != "unique"}
     assert flagged == {f"copy-{i}": b["id"] for i, b in enumerate(briefs[:5])}
+
+
+def test_a_template_on_fifteen_of_two_hundred_stories_is_known_to_the_dense_view(
+    tmp_path: Path,
+) -> None:
+    # A window of few stories never sees a template on 30 of them: 15 stories of 300-450
+    # characters under the footer among 185 without it, then 20 briefs of 100 characters
+    # under it, which the footer alone makes alike.
+    stories = unrelated(220, max_chars=450)
+    footed, plain = stories[:15], stories[15:200]
+    known = [truth.shingles(text_of(a)) for a in stories[:200]]
+    briefs = []
+    for a in unrelated(300):
+        brief = {**a, "content": a["content"][:100]}
+        mine = truth.shingles(text_of(brief))
+        if all(len(mine & k) < 0.2 * len(mine) for k in known):
+            briefs.append(brief)
+    briefs = briefs[:20]
+    assert len(briefs) == 20
+    feed = [with_footer(a) for a in footed] + plain + [with_footer(b) for b in briefs]
+    decisions = run_check(tmp_path, feed)
+    assert [d["id"] for d in decisions if d["decision"] != "unique"] == []

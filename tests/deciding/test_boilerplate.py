@@ -11,11 +11,14 @@ from consumer.deciding.boilerplate import (
     COUNTED_BELOW,
     DENSER_AT_MOST,
     DENSER_BOUNDS,
+    STORIES_KEY,
+    STORY_STARTERS,
     comparable,
     sample,
     sample_reference,
     sampled_keys,
     stories_differ,
+    template_bar,
     undercounted_template,
 )
 from consumer.fingerprint.shingles import encode_shingles, low_values, low_values_reference
@@ -166,3 +169,20 @@ def test_without_a_template_known_below_the_dense_counts_stand() -> None:
     # two share there: a series of items, not a page template.
     assert not len(undercounted_template(*_dense_pair(4, 0, DENSE), min_articles=3))
     assert not len(undercounted_template(*_dense_pair(6, 7, DENSE), min_articles=3))
+
+
+def test_the_dense_bar_is_thirty_stories_or_a_twentieth_of_a_window_of_few() -> None:
+    assert template_bar(100_000, min_articles=3) == 30
+    assert template_bar(270, min_articles=3) == 13.5
+    assert template_bar(40, min_articles=3) == 10  # never below 10: a series of items
+    assert template_bar(40, min_articles=12) == 12
+
+
+def test_every_counted_story_counts_the_stories_key_once_and_no_sample_holds_it() -> None:
+    # A short text, sampled whole, one of whose shingles hashes to the top value.
+    tops = [*range(0, 2**32, 2**26), 2**32 - 1]
+    shingles = encode_shingles(b"C", np.array([t << 32 for t in tops], dtype=np.uint64))
+    keys = STORY_STARTERS.keys(shingles)
+    assert keys.tolist().count(STORIES_KEY) == 1
+    assert STORIES_KEY not in sample(shingles)[0].tolist()
+    assert not len(STORY_STARTERS.keys(b""))
