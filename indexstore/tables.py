@@ -76,6 +76,15 @@ def scan_break_even(layout: Layout) -> int:
     return int(fixed / SCAN_US)
 
 
+def room_for(expected_rows: int) -> int:
+    """The rows the row arrays take room for at once: the expected rows, and the dead ones
+    kept until a compaction (up to a third more). Room not written to is not in memory (the
+    OS maps a page when first written), and an index that keeps to its expected size never
+    copies the arrays, where growing by half at a time briefly held the old arrays beside
+    the new (800 MiB at 100 M rows)."""
+    return int(expected_rows / (1 - COMPACT_SHARE)) + 1
+
+
 class SearchTables:
     def __init__(
         self, layout: Layout, scan_below: int | None = None, expected_rows: int = 1024
@@ -86,19 +95,12 @@ class SearchTables:
         self.scan_below = scan_break_even(layout) if scan_below is None else scan_below
         self.n = 0
         self.dead = 0
-        # The row arrays get room for the rows expected at once: room not written to yet is
-        # not in memory (the OS maps pages when first touched), and an index that grows to its
-        # expected size never copies them, where growing by half at a time would briefly hold
-        # the old arrays beside the new (800 MiB at 100 M rows).
-        self.expected_rows = max(1024, expected_rows)
-        try:
-            self.seg = np.empty(self.expected_rows, dtype=np.int64)
-        except MemoryError:  # more room than the OS lends at once: grow as rows come instead
-            self.expected_rows = 1024
-            self.seg = np.empty(self.expected_rows, dtype=np.int64)
-        self.seq = np.empty(self.expected_rows, dtype=np.uint64)
+        self.seg = np.empty(0, dtype=np.int64)
+        self.seq = np.empty(0, dtype=np.uint64)
         # Fingerprints by row, only for the plain scan: the tables hold them otherwise.
-        self.fp = np.empty(self.expected_rows if not layout.tables else 0, dtype=np.uint64)
+        self.fp = np.empty(0, dtype=np.uint64)
+        self.expected_rows = room_for(expected_rows)
+        self._reserve(1)
         self.runs: list[Run] = []
         # Rows appended since the last search, not in a run yet: (row ids, fingerprints).
         self._unsorted: list[tuple[np.ndarray, np.ndarray]] = []
@@ -183,9 +185,18 @@ class SearchTables:
     def _reserve(self, needed: int) -> None:
         if needed <= len(self.seg):
             return
-        capacity = max(needed, int(len(self.seg) * 1.5), self.expected_rows)
-        names = ("seg", "seq", "fp") if not self.layout.tables else ("seg", "seq")
-        for name in names:
+        capacity = max(needed, int(len(self.seg) * 1.5), 1024)
+        if self.expected_rows > capacity:
+            try:
+                self._resize(self.expected_rows)
+                return
+            except MemoryError:  # more room than the OS lends at once: grow as rows come
+                self.expected_rows = 0
+        self._resize(capacity)
+
+    def _resize(self, capacity: int) -> None:
+        # One array at a time: only one array's old and new copies are held at once.
+        for name in ("seg", "seq", "fp") if not self.layout.tables else ("seg", "seq"):
             old = getattr(self, name)
             new = np.empty(capacity, dtype=old.dtype)
             new[: self.n] = old[: self.n]
@@ -254,7 +265,7 @@ class SearchTables:
         cls, layout: Layout, arrays: dict[str, np.ndarray], expected_rows: int = 1024
     ) -> SearchTables:
         self = cls(layout)
-        self.expected_rows = max(1024, expected_rows)
+        self.expected_rows = room_for(expected_rows)
         self.n, self.dead = (int(v) for v in arrays["n"])
         self.seg, self.seq = arrays["seg"], arrays["seq"]
         self.fp = arrays["fp"]
@@ -277,7 +288,8 @@ class SearchTables:
 
     def memory_bytes(self) -> int:
         self.sort_appended()
-        # The row arrays' rows in use: the room beyond them is not in memory until written.
+        # The row arrays' rows in use. Room never written is not in memory; after a
+        # compaction, pages written before stay mapped, up to a third more than this.
         arrays = [self.fp[: self.n], self.seg[: self.n], self.seq[: self.n]]
         for run in self.runs:
             arrays.extend(run.perm)

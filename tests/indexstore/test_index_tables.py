@@ -291,6 +291,32 @@ def test_rows_up_to_the_expected_count_are_never_copied_and_count_as_memory_once
     assert 50_000 in tables.search(np.zeros(1, dtype=np.uint64)).row.tolist()
 
 
+def test_a_window_at_its_expected_size_never_copies_its_rows_as_segments_expire() -> None:
+    # Dead rows stay until they are a quarter of all: the room covers them too.
+    layout = choose_layout(3, 20_000)
+    tables = SearchTables(layout, expected_rows=20_000)
+    seg = tables.seg
+    rng = np.random.default_rng(3)
+    for hour in range(40):  # 2,000 rows an hour, a 10-hour window: never over 20,000 live
+        fps = rng.integers(0, 2**64, 2_000, dtype=np.uint64)
+        seqs = np.arange(hour * 2_000, (hour + 1) * 2_000)
+        tables.append(fps, np.full(2_000, hour), seqs)
+        tables.drop_segments([hour - 9])
+        assert tables.live <= 20_000
+    assert tables.seg is seg
+
+
+def test_room_the_os_will_not_lend_is_grown_into_instead() -> None:
+    layout = choose_layout(3, 10**6)
+    tables = SearchTables(layout, expected_rows=10**17)
+    tables.append(np.arange(5, dtype=np.uint64), np.zeros(5), np.arange(5))
+    assert tables.n == 5 and len(tables.seg) < 10**6
+    restored = SearchTables.restore(layout, tables.export(), expected_rows=10**17)
+    restored.append(np.arange(5, 3000, dtype=np.uint64), np.zeros(2995), np.arange(5, 3000))
+    assert restored.n == 3000
+    assert 2999 in restored.search(np.array([2999], dtype=np.uint64)).row.tolist()
+
+
 # Keys that differ only in the low 4 bits the band tables drop, and ones that differ above.
 BAND_KEYS = (0, 1, 16, 17, 0xFFFF_FFF0)
 
