@@ -35,6 +35,21 @@ def unrelated(n: int, max_chars: int = 10**6) -> list[dict]:
     raise AssertionError(f"fewer than {n} unrelated stories")
 
 
+def openings_beside(stories: list[dict], n: int, pool: int) -> list[dict]:
+    """`n` briefs, the first 100 characters of unrelated stories (of the first `pool`), none
+    sharing a fifth of its shingles with one of `stories`: that would be a copy cut short."""
+    known = [truth.shingles(text_of(a)) for a in stories]
+    briefs = []
+    for a in unrelated(pool):
+        brief = {**a, "content": a["content"][:100]}
+        mine = truth.shingles(text_of(brief))
+        if all(len(mine & k) < 0.2 * len(mine) for k in known):
+            briefs.append(brief)
+            if len(briefs) == n:
+                return briefs
+    raise AssertionError(f"fewer than {n} briefs beside {len(stories)} stories")
+
+
 def test_a_style_block_shared_by_200_unrelated_articles_flags_none(tmp_path: Path) -> None:
     decisions = run_check(tmp_path, [templated(a) for a in unrelated(200)])
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
@@ -96,16 +111,7 @@ def test_stories_of_a_sentence_under_a_learned_footer_six_times_longer_flag_none
     # template; then briefs of 100 characters under it (the openings of 200 other unrelated
     # stories), any two of which share about 0.7 of their shingles, all of them the footer's.
     stories = unrelated(40, max_chars=450)
-    known = [truth.shingles(text_of(a)) for a in stories]
-    briefs = []
-    for a in unrelated(260):
-        brief = {**a, "content": a["content"][:100]}
-        mine = truth.shingles(text_of(brief))
-        # Not an opening of one of the forty: that would be a copy cut short.
-        if all(len(mine & k) < 0.2 * len(mine) for k in known):
-            briefs.append(brief)
-    briefs = briefs[:200]
-    assert len(briefs) == 200
+    briefs = openings_beside(stories, 200, pool=260)
     decisions = run_check(tmp_path, [with_footer(a) for a in stories + briefs])
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
 
@@ -152,15 +158,7 @@ def test_a_template_on_fifteen_of_two_hundred_stories_is_known_to_the_dense_view
     # under it, which the footer alone makes alike.
     stories = unrelated(220, max_chars=450)
     footed, plain = stories[:15], stories[15:200]
-    known = [truth.shingles(text_of(a)) for a in stories[:200]]
-    briefs = []
-    for a in unrelated(300):
-        brief = {**a, "content": a["content"][:100]}
-        mine = truth.shingles(text_of(brief))
-        if all(len(mine & k) < 0.2 * len(mine) for k in known):
-            briefs.append(brief)
-    briefs = briefs[:20]
-    assert len(briefs) == 20
+    briefs = openings_beside(stories[:200], 20, pool=300)
     feed = [with_footer(a) for a in footed] + plain + [with_footer(b) for b in briefs]
     decisions = run_check(tmp_path, feed)
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
