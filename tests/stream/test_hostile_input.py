@@ -173,6 +173,14 @@ def test_coverage_guided_fuzzing_finds_no_crash(tmp_path, record_fuzz_inputs):
     internal error, timeout or runaway memory is a failure with the input left in tmp_path."""
     result = subprocess.run(
         [
+            # Through a shell that forks it: a process started by exec keeps the peak RSS of
+            # the process that forked it (Linux carries `ru_maxrss` through exec), which is
+            # what -rss_limit_mb reads, and the test run's own process may hold a gigabyte by
+            # then; a forked child starts from the shell's few megabytes.
+            "sh",
+            "-c",
+            '"$@"; exit $?',
+            "sh",
             sys.executable,
             str(REPO / "tests" / "support" / "fuzz_messages.py"),
             str(tmp_path / "state"),
