@@ -94,7 +94,7 @@ _BOUNDS = np.array([*DENSER_BOUNDS, COUNTED_BELOW], dtype=np.uint64)
 _BOUNDS_LIST = list(DENSER_BOUNDS)
 # The ranges of a sample counted by ever fewer stories: below `COUNTED_BELOW`, then between
 # consecutive denser bounds.
-_RANGES = np.array(sorted([COUNTED_BELOW, *DENSER_BOUNDS]), dtype=np.uint64)
+_RANGES = _BOUNDS[::-1]
 
 try:
     from consumer._fastfp import boilerplate_sample as _native_sample

@@ -137,15 +137,18 @@ class AllStage:
         )
         if result is None:
             return  # asked to stop
+        replayed = {
+            "messages": result.messages,
+            "seconds": round(result.seconds, 1),
+            "partitions": [p.partition for p in result.partitions if p.end > p.start],
+        }
         if result.messages and new_index:
             log_event(
                 log,
                 logging.INFO,
                 "the index is empty (a new instance, or a new index directory) and the group has "
                 "committed offsets: rebuilt it from the retained feed up to them",
-                messages=result.messages,
-                seconds=round(result.seconds, 1),
-                partitions=[p.partition for p in result.partitions if p.end > p.start],
+                **replayed,
             )
         elif not new_index and (result.messages or result.lost):
             log_event(
@@ -153,9 +156,7 @@ class AllStage:
                 logging.WARNING,
                 "the index was behind the group's committed offsets (lost, or an older copy); "
                 "rebuilt it from the retained feed",
-                messages=result.messages,
-                seconds=round(result.seconds, 1),
-                partitions=[p.partition for p in result.partitions if p.end > p.start],
+                **replayed,
             )
         if result.lost:
             log_event(
