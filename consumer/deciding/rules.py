@@ -141,7 +141,10 @@ def _accepts(
     candidate_shingles = batch.shingles(match.article_id) or b""
     measured = bottom_jaccard(item.shingles, candidate_shingles)
     if measured is not None:
-        return measured >= need and not boilerplate.stories_differ(candidate_shingles, need)
+        if measured >= need:
+            return not boilerplate.stories_differ(candidate_shingles, need)
+        # Too little in common: unless a template on one side hides that they are one story.
+        return boilerplate.stories_match(candidate_shingles, need)
     # Nothing on disk to compare (the two shingled differently, or the record is from before
     # the hashes were kept): a SimHash candidate is judged by its sketch estimate, as before
     # them, which compares a mixed-script text by characters; one found by bands alone, far

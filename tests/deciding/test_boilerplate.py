@@ -18,6 +18,7 @@ from consumer.deciding.boilerplate import (
     sample_reference,
     sampled_keys,
     stories_differ,
+    stories_match,
     template_bar,
     undercounted_template,
 )
@@ -186,3 +187,31 @@ def test_every_counted_story_counts_the_stories_key_once_and_no_sample_holds_it(
     assert keys.tolist().count(STORIES_KEY) == 1
     assert STORIES_KEY not in sample(shingles)[0].tolist()
     assert not len(STORY_STARTERS.keys(b""))
+
+
+STORY = set(range(1, 21))
+
+
+def test_one_story_under_a_template_on_one_side_only_matches() -> None:
+    # 20 story keys, one changed in the copy, which carries 20 template keys besides.
+    copy = (STORY - {20}) | {21} | TEMPLATE
+    assert stories_match(STORY, copy, TEMPLATE, need=0.5)
+    # Under two sites' templates, one on each side.
+    other = set(range(200, 220))
+    assert stories_match(STORY | other, copy, TEMPLATE | other, need=0.5)
+
+
+def test_a_template_on_both_sides_or_none_leaves_the_texts_to_decide() -> None:
+    # The same template on both sides (a same-site repost) never dilutes the texts' Jaccard,
+    # nor does a formulaic phrase of four keys on one side.
+    assert not stories_match(STORY | TEMPLATE, STORY | TEMPLATE, TEMPLATE, need=0.5)
+    phrase = {100, 101, 102, 103}
+    assert not stories_match(STORY, STORY | phrase, TEMPLATE, need=0.5)
+
+
+def test_stories_must_share_enough_keys_by_a_margin() -> None:
+    # 14 of 20 story keys in common (Jaccard 0.54, inside the margin above 0.5), then 15 (0.6).
+    assert not stories_match(STORY, set(range(7, 27)) | TEMPLATE, TEMPLATE, need=0.5)
+    assert stories_match(STORY, set(range(6, 26)) | TEMPLATE, TEMPLATE, need=0.5)
+    # Four story keys, all in common: too few to tell a story by.
+    assert not stories_match({1, 2, 3, 4}, {1, 2, 3, 4} | TEMPLATE, TEMPLATE, need=0.5)
