@@ -194,3 +194,29 @@ def test_copies_with_a_learned_footer_on_one_side_only_are_found(tmp_path: Path)
     # and lie 13-26 bits apart, so no channel makes them candidates.
     found = [c for c in alike if decisions[c]["decision"] != "unique"]
     assert len(alike) >= 20 and len(found) >= 0.6 * len(alike), (len(alike), found)
+
+
+def test_briefs_under_a_short_template_known_where_more_pages_count_it_flag_none(
+    tmp_path: Path,
+) -> None:
+    # An 80-character footer of whose 65 shingles only two hash below 2^27, where every page
+    # counts: too few for the window to know it there. 60 stories of 200 characters under it
+    # make it known up to 2^31, where pages of their length count; 5 stories of 40 characters
+    # count the rest of it, above 2^31. Then 20 briefs of 10 characters under it, any two of
+    # which share about 0.8 of their shingles, all of them the footer's.
+    footer = PORTAL_FOOTER[40:120]
+    stories = [a for a in unrelated(150) if len(a["content"]) >= 240]
+    mid = [{**a, "content": a["content"][:200]} for a in stories[:60]]
+    short = [{**a, "content": a["content"][:40]} for a in stories[60:65]]
+    briefs: list[dict] = []
+    chosen: list[set[str]] = []
+    for a in stories[65:]:
+        brief = {**a, "title": "", "content": a["content"][-10:]}
+        mine = truth.shingles(text_of(brief))
+        if len(briefs) < 20 and all(len(mine & s) < 0.2 * len(mine) for s in chosen):
+            briefs.append(brief)
+            chosen.append(mine)
+    assert (len(mid), len(briefs)) == (60, 20)
+    feed = [{**a, "content": a["content"] + footer} for a in mid + short + briefs]
+    decisions = run_check(tmp_path, feed)
+    assert [d["id"] for d in decisions if d["decision"] != "unique"] == []

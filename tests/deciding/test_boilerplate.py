@@ -165,6 +165,15 @@ def test_in_each_range_only_keys_near_the_templates_count_are_template() -> None
     assert found == [(1 << 29) + i for i in range(4)] + [(1 << 30) + i for i in range(10)]
 
 
+def test_a_template_known_only_in_denser_ranges_is_a_template_where_fewer_count_it() -> None:
+    # A template of a few dozen words: two keys below COUNTED_BELOW, 12 between 2^28 and 2^29
+    # that 102 stories carry, and 20 in the densest range that only the 21 shortest reach.
+    densest = {(1 << 31) + i: 21 for i in range(20)} | {(1 << 31) + 100: 1, (1 << 31) + 101: 1}
+    dense = {(1 << 28) + i: 102 for i in range(12)} | densest
+    found = undercounted_template(*_dense_pair(2, 0, dense), min_articles=3)
+    assert found.tolist() == [(1 << 31) + i for i in range(20)]
+
+
 def test_without_a_template_known_below_the_dense_counts_stand() -> None:
     # Too few keys of a known template below (a formulaic phrase), or not most of what the
     # two share there: a series of items, not a page template.
