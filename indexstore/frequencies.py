@@ -27,7 +27,7 @@ from typing import Protocol
 
 import numpy as np
 
-from indexstore.tally import NATIVE_TALLY, NativeTally, Tally
+from indexstore.tally import NATIVE_TALLY, NativeTally, Tally, new_tally
 from indexstore.window import window_start
 
 _EMPTY_KEYS = np.empty(0, dtype=np.uint32)
@@ -50,16 +50,6 @@ def first_segment(watermark: int | None, retention_ms: int, segment_ms: int) -> 
     if watermark is None:
         return None
     return window_start(watermark, retention_ms) // segment_ms
-
-
-def count_in(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
-    """How often each of `keys` occurs in `sorted_keys`."""
-    if not len(sorted_keys):
-        return np.zeros(len(keys), dtype=np.int64)
-    return (
-        np.searchsorted(sorted_keys, keys, side="right")
-        - np.searchsorted(sorted_keys, keys, side="left")
-    ).astype(np.int64)
 
 
 class SegmentKeys:
@@ -190,6 +180,10 @@ class FrequencyTable:
         # arrays pay a merge pass now and then (a seventh of `check`'s time on Reuters).
         self._counts: Tally = NativeTally() if NATIVE_TALLY else KeyCounts()
         self._first: int | None = None
+        # What the segments the window has left since the last commit count (`_left_before`),
+        # those before `_leaving_upto`: kept while the table is unchanged.
+        self._leaving: Tally | None = None
+        self._leaving_upto: int | None = None
 
     def apply(self, changes: Sequence[tuple[int, np.ndarray, int]]) -> None:
         """A commit's (segment, keys, +1 or -1): the additions of each segment as one, then
@@ -207,6 +201,7 @@ class FrequencyTable:
     def add(self, segment: int, keys: np.ndarray) -> None:
         if not len(keys):
             return
+        self._leaving = None
         self._segments.setdefault(segment, SegmentKeys()).add(keys)
         if self._counted(segment):
             self._counts.add(keys, 1)
@@ -215,6 +210,7 @@ class FrequencyTable:
         stored = self._segments.get(segment)
         if stored is None or not len(keys):
             return
+        self._leaving = None
         stored.remove(keys)
         if self._counted(segment):
             self._counts.add(keys, -1)
@@ -223,12 +219,14 @@ class FrequencyTable:
         """The window now starts in segment `first`: segments before it stop counting."""
         if first is None or (self._first is not None and first <= self._first):
             return
+        self._leaving = None
         for segment in sorted(self._segments):
             if segment < first and self._counted(segment):
                 self._counts.add(self._segments[segment].sorted(), -1)
         self._first = first
 
     def drop_segments(self, segments: Iterable[int]) -> None:
+        self._leaving = None
         for segment in segments:
             stored = self._segments.pop(segment, None)
             if stored is not None and self._counted(segment):
@@ -239,10 +237,25 @@ class FrequencyTable:
         out = self._counts.get(keys)
         if first is not None and (self._first is None or first > self._first):
             # Segments the window has left since the last commit still count in the arrays.
-            for segment, stored in self._segments.items():
-                if segment < first and self._counted(segment):
-                    out -= count_in(keys, stored.sorted())
+            out -= self._left_before(first).get(keys)
         return out
+
+    def _left_before(self, first: int) -> Tally:
+        """The counts of the counted segments before `first`. A batch's watermark moves on
+        while the table stays as committed, so a batch spanning days asks with ever later
+        starts: the counts are kept, and extended by the segments left since the last ask,
+        rather than taken per segment at every ask (three fifths of `check`'s time on the
+        templated Reuters feed in a 72 h window, with ~36 such segments an ask)."""
+        low = self._leaving_upto
+        if self._leaving is None or low is None or first < low:
+            self._leaving, low = new_tally(), None
+        elif first == low:
+            return self._leaving
+        for segment, stored in self._segments.items():
+            if (low is None or low <= segment) and segment < first and self._counted(segment):
+                self._leaving.add(stored.sorted(), 1)
+        self._leaving_upto = first
+        return self._leaving
 
     def memory_bytes(self) -> int:
         return self._counts.memory_bytes() + 4 * sum(map(len, self._segments.values()))
