@@ -43,6 +43,10 @@ clear margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import defaultdict
+from statistics import median
+
 import numpy as np
 
 from consumer.deciding import stored
@@ -120,7 +124,7 @@ _BOUNDS = np.array([*DENSER_BOUNDS, COUNTED_BELOW], dtype=np.uint64)
 _BOUNDS_LIST = list(DENSER_BOUNDS)
 # The ranges of a sample counted by ever fewer stories: below `COUNTED_BELOW`, then between
 # consecutive denser bounds.
-_RANGES = _BOUNDS[::-1]
+_RANGE_BOUNDS = _BOUNDS[::-1].tolist()
 
 try:
     from consumer._fastfp import boilerplate_sample as _native_sample
@@ -337,22 +341,31 @@ def undercounted_template(
     a template known in the ranges more of them count (`KNOWN_TEMPLATE_KEYS`). `union` is both
     samples' keys, `frequencies` their counts, `templates` those carried by a template's count
     of stories."""
-    shared = np.isin(union, a) & np.isin(union, b)
-    ranges = np.searchsorted(_RANGES, union, side="right")
-    is_template = np.isin(union, templates)
-    found = []
-    known = seen = 0  # shared keys carried by a template's count, and all shared keys, so far
-    # From the range most pages count to the one fewest do: once the ranges so far show a
-    # template, the denser ones are judged by its count there.
-    for r in np.unique(ranges[shared]).tolist():
-        in_range = shared & (ranges == r)
+    shared = set(a.tolist()) & set(b.tolist())
+    # Asked of every pair of dense samples sharing boilerplate: a few dozen keys, on which
+    # Python's sets beat NumPy's routines, and most pairs share no template at all.
+    known_keys = shared.intersection(templates.tolist())
+    if len(known_keys) < KNOWN_TEMPLATE_KEYS:
+        return union[:0]
+    count = dict(zip(union.tolist(), frequencies.tolist(), strict=True))
+    by_range: dict[int, list[int]] = defaultdict(list)
+    for key in shared:
+        by_range[bisect_right(_RANGE_BOUNDS, key)].append(key)
+    # From the range most pages count to the one fewest do, the shared keys carried by a
+    # template's count of stories, and all shared keys, so far: once those show a template,
+    # every denser range is judged by the template's count there.
+    found: list[int] = []
+    known = seen = 0
+    for r in sorted(by_range):
+        keys = by_range[r]
         if known < KNOWN_TEMPLATE_KEYS or 2 * known < seen:
-            known += int((in_range & is_template).sum())
-            seen += int(in_range.sum())
+            known += len(known_keys.intersection(keys))
+            seen += len(keys)
             continue
-        bar = max(min_articles, float(np.median(frequencies[in_range])) / 2)
-        found.append(union[in_range & (frequencies >= bar)])
-    return np.concatenate(found) if found else union[:0]
+        counts = [count[key] for key in keys]
+        bar = max(min_articles, median(counts) / 2)
+        found += [key for key, n in zip(keys, counts, strict=True) if n >= bar]
+    return np.array(sorted(found), dtype=np.uint32)
 
 
 def template_bar(stories: int, min_articles: int) -> float:
