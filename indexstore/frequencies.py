@@ -258,7 +258,8 @@ class FrequencyTable:
         return self._leaving
 
     def memory_bytes(self) -> int:
-        return self._counts.memory_bytes() + 4 * sum(map(len, self._segments.values()))
+        leaving = 0 if self._leaving is None else self._leaving.memory_bytes()
+        return self._counts.memory_bytes() + 4 * sum(map(len, self._segments.values())) + leaving
 
     def _counted(self, segment: int) -> bool:
         return self._first is None or segment >= self._first

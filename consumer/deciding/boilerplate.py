@@ -36,9 +36,11 @@ sketch's estimate alone, which counts the template in: its candidates go to the 
 and this rule.
 
 One rule gives flags: a copy that carries a page template on one side only, or another site's
-on each, has texts sharing less than `[match] min_jaccard` however little it was edited. Its
-pair is a copy when, left without the window's templates, the two samples tell one story by a
-clear margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`).
+on each, can have texts sharing less than `[match] min_jaccard` however little it was edited.
+Its pair is a copy when, left without the window's templates, the two samples tell one story by
+a clear margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`). It reaches only
+the pairs the sketch does not refuse first (an estimate at most `[match] verify_margin` below
+`min_jaccard`): a template that outweighs the story several times over is not undone.
 """
 
 from __future__ import annotations
@@ -104,9 +106,9 @@ MIN_OWN_DENSE_KEYS = 2
 # prime minister of X", the same words but the names) that the texts' Jaccard grants.
 KNOWN_TEMPLATE_KEYS = 5
 # A copy of a story that carries a page template on one side only, or another site's template
-# on each, shares less than half of its text with the original however little it was edited:
-# a 300-character story under a 650-character footer shares under a third of its shingles
-# with the story alone. So a pair whose texts share too little is a copy all the same when
+# on each, can share less than half of its text with the original however little it was
+# edited: a 500-character story under a 650-character footer shares about 0.4 of its
+# shingles with the story alone. So a pair whose texts share too little is a copy all the same when
 # their samples tell one story once the window's templates (`template_bar`) are left out:
 # at least `ONE_SIDED_TEMPLATE_KEYS` template keys on one side only (a template that one page
 # carries and the other does not, not a phrase of a formulaic series), at least
@@ -252,29 +254,22 @@ class ArticleBoilerplate:
             self._share = 0.0 if boiler is None else float(boiler.mean())
         return self._share < SKETCH_TRUST_SHARE
 
-    def _compared(
-        self, candidate_shingles: bytes
-    ) -> tuple[tuple[np.ndarray, int], np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
-        """The candidate's sample; both samples over the range both cover; their keys' union,
-        its counts in the window and the stories the window counts. None when nothing
-        compares."""
-        if not len(self._keys):
-            return None
-        candidate = sample(candidate_shingles)
-        a, b = comparable(self._own, candidate)
-        union = np.union1d(a, b)
-        if not len(union):
-            return None
+    def _window_counts(self, union: np.ndarray) -> tuple[np.ndarray, int]:
+        """The window's count of each of these keys, and the stories it counts."""
         frequencies = self._batch.frequencies(np.append(union, np.uint32(STORIES_KEY)))
-        return candidate, a, b, union, frequencies[:-1], int(frequencies[-1])
+        return frequencies[:-1], int(frequencies[-1])
 
     def stories_differ(self, candidate_shingles: bytes, need: float) -> bool:
         """`stories_differ` of the article and a candidate, as the window knows their keys:
         on the long sample's keys, or on the dense samples' with a template's count."""
-        compared = self._compared(candidate_shingles)
-        if compared is None:
+        if not len(self._keys):
             return False
-        candidate, a, b, union, frequencies, stories = compared
+        candidate = sample(candidate_shingles)
+        a, b = comparable(self._own, candidate)
+        union = np.union1d(a, b)
+        if not len(union):
+            return False
+        frequencies, stories = self._window_counts(union)
         common = union[frequencies >= self._min_articles]
         # A few dozen keys each: Python's sets beat NumPy's set routines at this size.
         long_ours = set(a[a < COUNTED_BELOW].tolist())
@@ -283,18 +278,14 @@ class ArticleBoilerplate:
             return True
         if min(self._own[1], candidate[1]) <= COUNTED_BELOW:
             return False
-        templates = union[frequencies >= template_bar(stories, self._min_articles)]
-        templates = np.union1d(
-            templates,
-            undercounted_template(a, b, union, frequencies, templates, self._min_articles),
-        )
+        templates = window_templates(a, b, union, frequencies, stories, self._min_articles)
         return stories_differ(
             set(a.tolist()), set(b.tolist()), set(templates.tolist()), need, MIN_OWN_DENSE_KEYS
         )
 
     def stories_match(self, candidate_shingles: bytes, need: float) -> bool:
         """`stories_match` of the article and a candidate whose texts share less than `need`,
-        with the window's templates: what at least `template_bar` stories carry."""
+        with the window's templates (`window_templates`)."""
         if not len(self._keys):
             return False
         a, b = comparable(self._own, sample(candidate_shingles))
@@ -306,12 +297,29 @@ class ArticleBoilerplate:
             or len(ours & theirs) < MIN_SHARED_STORY_KEYS
         ):
             return False
-        union = [*(ours | theirs), STORIES_KEY]
-        frequencies = self._batch.frequencies(np.array(union, dtype=np.uint32))
-        bar = template_bar(int(frequencies[-1]), self._min_articles)
-        counts = zip(union[:-1], frequencies[:-1].tolist(), strict=True)
-        templates = {key for key, n in counts if n >= bar}
-        return bool(templates) and stories_match(ours, theirs, templates, need)
+        union = np.array(sorted(ours | theirs), dtype=np.uint32)
+        frequencies, stories = self._window_counts(union)
+        templates = window_templates(a, b, union, frequencies, stories, self._min_articles)
+        return stories_match(ours, theirs, set(templates.tolist()), need)
+
+
+def window_templates(
+    a: np.ndarray,
+    b: np.ndarray,
+    union: np.ndarray,
+    frequencies: np.ndarray,
+    stories: int,
+    min_articles: int,
+) -> np.ndarray:
+    """The keys of two samples `a` and `b` (over the range both cover; `union` their keys,
+    `frequencies` the window's counts of them, `stories` the stories it counts) that are a
+    page template's: those `template_bar` stories carry, and those of a template known where
+    more pages count that fewer count (`undercounted_template`; only dense samples reach
+    beyond `COUNTED_BELOW`, where that can be)."""
+    templates = union[frequencies >= template_bar(stories, min_articles)]
+    return np.union1d(
+        templates, undercounted_template(a, b, union, frequencies, templates, min_articles)
+    )
 
 
 def stories_match(ours: set[int], theirs: set[int], templates: set[int], need: float) -> bool:

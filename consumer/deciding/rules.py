@@ -13,21 +13,22 @@ index's distance (closest first); then, when none of those is accepted, articles
 least `band_min_shared` of the 16 band keys (consumer/fingerprint/shingles.py), which finds
 copies whose SimHash moved farther (a truncation, an inserted paragraph, many small edits).
 
-Verification (`MatchRules`): SimHash at the distance news needs for recall also brings
-unrelated articles on the same topic, so a candidate whose text is not identical must also
-share enough shingles. The two articles' 65-byte sketches (consumer/fingerprint/sketch.py)
-settle a candidate whose estimate lies clearly above or below the threshold; one within
-`verify_margin` of it, and every candidate found by bands alone, is settled by the 512
-smallest shingle hashes of each article, which the index keeps on disk and reads only then:
-exact up to 512 shingles, an estimate within ±0.044 (two standard errors at J = 0.5) above.
-Short texts (headlines, one-line items) are decided on exact
-text only: two different headlines that
-share most of their words are as often different news as the same (the paraphrase sets of
-`../shared/data/pairs`), and a 5-gram estimate over a few dozen characters cannot tell them
-apart. For the same reason a Latin-script sentence or two (a few dozen word 3-grams) needs a
-higher estimate; so does a candidate farther away than most copies lie, being less likely one.
-Exact, for a short text, means the same letters and digits: a headline reposted with other
-punctuation, spacing or leftover markup has another content hash but the same letters key.
+Verification (`MatchRules`): SimHash at the distance news needs for recall also brings unrelated
+articles on the same topic, so a candidate whose text is not identical must also share enough
+shingles (or, under a page template on one side only, enough of its story:
+consumer/deciding/boilerplate.py). The two articles' 65-byte sketches
+(consumer/fingerprint/sketch.py) settle a candidate whose estimate lies clearly above or below
+the threshold; one within `verify_margin` of it, and every candidate found by bands alone, is
+settled by the 512 smallest shingle hashes of each article, which the index keeps on disk and
+reads only then: exact up to 512 shingles, an estimate within ±0.044 (two standard errors at J =
+0.5) above. Short texts (headlines, one-line items) are decided on exact text only: two
+different headlines that share most of their words are as often different news as the same (the
+paraphrase sets of `../shared/data/pairs`), and a 5-gram estimate over a few dozen characters
+cannot tell them apart. For the same reason a Latin-script sentence or two (a few dozen word
+3-grams) needs a higher estimate; so does a candidate farther away than most copies lie, being
+less likely one. Exact, for a short text, means the same letters and digits: a headline reposted
+with other punctuation, spacing or leftover markup has another content hash but the same letters
+key.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from consumer.deciding.boilerplate import (
     stories_match,
     template_bar,
     undercounted_template,
+    window_templates,
 )
 from consumer.fingerprint.shingles import encode_shingles, low_values, low_values_reference
 
@@ -224,3 +225,25 @@ def test_stories_must_share_enough_keys_by_a_margin() -> None:
     assert stories_match(STORY, set(range(6, 26)) | TEMPLATE, TEMPLATE, need=0.5)
     # Four story keys, all in common: too few to tell a story by.
     assert not stories_match({1, 2, 3, 4}, {1, 2, 3, 4} | TEMPLATE, TEMPLATE, need=0.5)
+
+
+def test_two_briefs_under_one_template_and_a_widget_on_one_side_are_no_one_story() -> None:
+    # Both under a template known below COUNTED_BELOW (6 keys, 102 stories) whose densest
+    # keys only the shortest pages reach (20 keys, 21 stories, under the bar of 30); one also
+    # carries a widget (30 keys, 60 stories); each has 6 keys of its own story.
+    shared = {i: 102 for i in range(6)} | {(1 << 31) + i: 21 for i in range(20)}
+    widget = {(1 << 28) + i: 60 for i in range(30)}
+    own_a = {(1 << 31) + 100 + i: 1 for i in range(6)}
+    own_b = {(1 << 31) + 200 + i: 1 for i in range(6)}
+    counts = shared | widget | own_a | own_b
+    union = np.array(sorted(counts), dtype=np.uint32)
+    frequencies = np.array([counts[k] for k in union.tolist()], dtype=np.int64)
+    a = np.array(sorted(shared | widget | own_a), dtype=np.uint32)
+    b = np.array(sorted(shared | own_b), dtype=np.uint32)
+    templates = window_templates(a, b, union, frequencies, 100_000, min_articles=3)
+    assert set(templates.tolist()) == set(shared) | set(widget)
+    ours, theirs = set(a.tolist()), set(b.tolist())
+    assert not stories_match(ours, theirs, set(templates.tolist()), need=0.5)
+    # Taken by the bar alone, the template's densest keys would read as one story.
+    by_bar = set(union[frequencies >= 30].tolist())
+    assert stories_match(ours, theirs, by_bar, need=0.5)
