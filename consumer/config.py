@@ -20,6 +20,7 @@ from consumer.errors import ConfigError
 from consumer.formats import LETTERS_KEY_CHARS
 from consumer.quantities import Duration, Size
 from indexstore.layout import table_bytes_per_article
+from indexstore.model import DEFAULT_MAX_TABLE_BYTES
 
 ENV_PREFIX = "NEWSDEDUP_"
 DELIVERY_MODES = ("at_least_once", "exactly_once")
@@ -93,7 +94,7 @@ class IndexConfig:
     retention: Duration = Duration("72h")
     future_skew: Duration = Duration("5m")
     expected_articles: int = 1_000_000
-    max_table_bytes: int = 256
+    max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES
     memory: Size = Size("256MiB")
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from indexstore.model import DEFAULT_MAX_TABLE_BYTES
 from indexstore.value import value_type
 
 FINGERPRINT_BITS = 64
@@ -24,9 +25,6 @@ CANDIDATE_US = 0.0005  # one candidate verified: XOR and popcount on a contiguou
 SCAN_US = 0.0003  # one row compared in a plain scan
 MEMORY_US_PER_BYTE = 0.25  # what one byte of table memory per article is worth to us
 MAX_TABLES = 300
-MAX_TABLE_BYTES_PER_ARTICLE = (
-    256  # the default cap: beyond it, millions of articles are out of reach
-)
 MAX_BUCKETS_PER_PROBE = 4096  # keys within the probe radius; beyond this a layout is not tried
 # A run of n rows is bucketed by the top log2(n / ROWS_PER_BUCKET) bits of each key (at most
 # the key's width), so a bucket holds a few rows and the offsets cost ~1 B per row and table.
@@ -215,7 +213,7 @@ def layout_cost(layout: Layout, expected_articles: int) -> float:
 def choose_layout(
     max_distance: int,
     expected_articles: int,
-    max_table_bytes: int = MAX_TABLE_BYTES_PER_ARTICLE,
+    max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES,
 ) -> Layout:
     """Pick the number of blocks b (or a plain scan) for distance k and n live articles.
 

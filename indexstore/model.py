@@ -10,6 +10,10 @@ from dataclasses import dataclass, fields
 
 from indexstore.value import value_type
 
+# Search-table memory per live article the layout may take by default: beyond it, millions of
+# articles are out of reach (`layout.choose_layout`).
+DEFAULT_MAX_TABLE_BYTES = 256
+
 
 @dataclass(frozen=True, slots=True)
 class IndexOptions:
@@ -25,7 +29,7 @@ class IndexOptions:
     """Event times beyond wall-clock now + skew are clamped to now + skew."""
     expected_articles: int = 1_000_000
     """Live articles expected in the window; drives the choice of the search layout."""
-    max_table_bytes: int = 256
+    max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES
     """The most search-table memory per live article the layout may take (`choose_layout`)."""
     memory_bytes: int = 256 * 2**20
     """RocksDB block cache and write buffers together (the search tables come on top)."""
