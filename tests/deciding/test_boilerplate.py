@@ -131,19 +131,19 @@ def test_samples_are_compared_over_the_range_both_cover() -> None:
 
 def _dense_pair(
     base_template: int, base_other: int, dense: dict[int, int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[set[int], np.ndarray, np.ndarray, list[int]]:
     """Two samples sharing `base_template` keys below COUNTED_BELOW that 500 stories carry and
     `base_other` that 2 do, and the dense keys of `dense` (key: count), shared; each has one
-    key of its own in the densest range. Returns (a, b, union, frequencies, templates)."""
+    key of its own in the densest range. Returns what `undercounted_template` takes: the keys
+    they share, their union, its counts, and the keys 30 stories carry."""
     counts = {i: 500 for i in range(base_template)}
     counts |= {1000 + i: 2 for i in range(base_other)}
     counts |= dense
     own_a, own_b = (1 << 31) - 1, (1 << 31) - 2
     union = np.array(sorted({*counts, own_a, own_b}), dtype=np.uint32)
     frequencies = np.array([counts.get(int(k), 0) for k in union], dtype=np.int64)
-    a = union[union != own_b]
-    b = union[union != own_a]
-    return a, b, union, frequencies, union[frequencies >= 30]
+    shared = set(union.tolist()) - {own_a, own_b}
+    return shared, union, frequencies, union[frequencies >= 30].tolist()
 
 
 # Dense keys shared by a pair: a template's, counted 29 times by the short pages that reach
@@ -153,7 +153,7 @@ DENSE = {(1 << 30) + i: 29 for i in range(10)} | {(1 << 30) + 100: 1, (1 << 30) 
 
 def test_a_template_known_below_is_a_template_where_few_pages_count_it() -> None:
     found = undercounted_template(*_dense_pair(6, 1, DENSE), min_articles=3)
-    assert found.tolist() == [(1 << 30) + i for i in range(10)]
+    assert found == [(1 << 30) + i for i in range(10)]
 
 
 def test_in_each_range_only_keys_near_the_templates_count_are_template() -> None:
@@ -162,7 +162,7 @@ def test_in_each_range_only_keys_near_the_templates_count_are_template() -> None
     # template at 100 beside a phrase at 40 (not template either).
     dense = DENSE | {(1 << 30) + 200: 5, (1 << 30) + 201: 5}
     dense |= {(1 << 29) + i: 100 for i in range(4)} | {(1 << 29) + 50: 40}
-    found = undercounted_template(*_dense_pair(6, 1, dense), min_articles=3).tolist()
+    found = undercounted_template(*_dense_pair(6, 1, dense), min_articles=3)
     assert found == [(1 << 29) + i for i in range(4)] + [(1 << 30) + i for i in range(10)]
 
 
@@ -172,7 +172,7 @@ def test_a_template_known_only_in_denser_ranges_is_a_template_where_fewer_count_
     densest = {(1 << 31) + i: 21 for i in range(20)} | {(1 << 31) + 100: 1, (1 << 31) + 101: 1}
     dense = {(1 << 28) + i: 102 for i in range(12)} | densest
     found = undercounted_template(*_dense_pair(2, 0, dense), min_articles=3)
-    assert found.tolist() == [(1 << 31) + i for i in range(20)]
+    assert found == [(1 << 31) + i for i in range(20)]
 
 
 def test_without_a_template_known_below_the_dense_counts_stand() -> None:
@@ -240,10 +240,10 @@ def test_two_briefs_under_one_template_and_a_widget_on_one_side_are_no_one_story
     frequencies = np.array([counts[k] for k in union.tolist()], dtype=np.int64)
     a = np.array(sorted(shared | widget | own_a), dtype=np.uint32)
     b = np.array(sorted(shared | own_b), dtype=np.uint32)
-    templates = window_templates(a, b, union, frequencies, 100_000, min_articles=3)
-    assert set(templates.tolist()) == set(shared) | set(widget)
     ours, theirs = set(a.tolist()), set(b.tolist())
-    assert not stories_match(ours, theirs, set(templates.tolist()), need=0.5)
+    templates = window_templates(ours, theirs, union, frequencies, 100_000, min_articles=3)
+    assert templates == set(shared) | set(widget)
+    assert not stories_match(ours, theirs, templates, need=0.5)
     # Taken by the bar alone, the template's densest keys would read as one story.
     by_bar = set(union[frequencies >= 30].tolist())
     assert stories_match(ours, theirs, by_bar, need=0.5)
