@@ -9,6 +9,9 @@ keys differing only in their low 4 bits look equal here, so a row's count of sha
 an upper bound, exact but for about one band in 2**28; the caller recounts from the record,
 which it reads anyway to check that the row is live. Rows without bands have no entries.
 
+The same runs hold the posted keys of the rows (`PostingTables`): any number of 32-bit keys a
+row, each kept whole, key (32 bits) | row (32 bits), so a count of shared keys is exact.
+
 It may import numpy and indexstore.encoding and .runs.
 """
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -56,15 +59,33 @@ def entries(rows: np.ndarray, bands: Sequence[bytes]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
-class BandTables:
-    """The band entries of a `SearchTables`' rows; rows are that object's ids."""
+def posting_entries(rows: np.ndarray, keys: Sequence[bytes]) -> np.ndarray:
+    """The unsorted entries of rows (uint32 ids) posted under these little-endian u32 keys,
+    any number a row (b"": none)."""
+    sizes = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)) // 4
+    if not sizes.sum():
+        return np.empty(0, dtype=np.uint64)
+    flat = np.frombuffer(b"".join(keys), dtype="<u4").astype(np.uint64)
+    owner = np.repeat(np.asarray(rows, dtype=np.uint64), sizes)
+    return (flat << np.uint64(ROW_BITS)) | owner
 
-    def __init__(self) -> None:
+
+class BandTables:
+    """The band entries of a `SearchTables`' rows; rows are that object's ids. `entries_of`
+    makes a batch of rows' entries from their keys; `name` prefixes the exported arrays."""
+
+    def __init__(
+        self,
+        entries_of: Callable[[np.ndarray, Sequence[bytes]], np.ndarray] = entries,
+        name: str = "bands",
+    ) -> None:
         self.runs: list[np.ndarray] = []
         self._unsorted: list[np.ndarray] = []
+        self._entries_of = entries_of
+        self._name = name
 
     def append(self, rows: np.ndarray, bands: Sequence[bytes]) -> None:
-        found = entries(rows, bands)
+        found = self._entries_of(rows, bands)
         if len(found):
             self._unsorted.append(found)
 
@@ -89,7 +110,7 @@ class BandTables:
         asked = [i for i, bands in enumerate(queries) if bands]
         if not self.runs or not asked:
             return _EMPTY, _EMPTY, _EMPTY
-        low = entries(np.asarray(asked, dtype=np.uint32), [queries[i] for i in asked])
+        low = self._entries_of(np.asarray(asked, dtype=np.uint32), [queries[i] for i in asked])
         # In ascending order, each binary search starts from where the one before ended
         # (NumPy keeps its bounds for sorted needles): twice as fast as in query order.
         low.sort()
@@ -126,20 +147,24 @@ class BandTables:
 
     def export(self) -> dict[str, np.ndarray]:
         self.sort_appended()
-        return {f"bands.{i}": run for i, run in enumerate(self.runs)}
+        return {f"{self._name}.{i}": run for i, run in enumerate(self.runs)}
 
-    @classmethod
-    def restore(cls, arrays: dict[str, np.ndarray]) -> BandTables:
-        self = cls()
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        """Take the runs `export` named, in place of any held."""
+        self.runs = []
         i = 0
-        while f"bands.{i}" in arrays:
-            self.runs.append(arrays[f"bands.{i}"])
+        while f"{self._name}.{i}" in arrays:
+            self.runs.append(arrays[f"{self._name}.{i}"])
             i += 1
-        return self
 
     def memory_bytes(self) -> int:
         self.sort_appended()
         return sum(run.nbytes for run in self.runs)
+
+
+def posting_tables() -> BandTables:
+    """Tables of the rows' posted keys: `BandTables` over `posting_entries`."""
+    return BandTables(posting_entries, "postings")
 
 
 def shared_bands(a: bytes, b: bytes) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -36,7 +37,7 @@ from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
 from indexstore.pending_frequencies import PendingFrequencies
 from indexstore.pending_rows import PendingRows
-from indexstore.ranking import LiveRecord, rank_near, rank_sharing
+from indexstore.ranking import LiveRecord, rank_near, rank_posted, rank_sharing
 from indexstore.window import is_late, window_start
 
 
@@ -56,6 +57,13 @@ class CommittedIndex(Protocol):
         """For each query's band keys, the committed rows sharing about `min_shared` or more
         of them, those sharing most first, a bounded number of them."""
 
+    def posted_rows(self, keys: Sequence[int]) -> dict[int, tuple[list[int], list[int]]]:
+        """For each of these keys, the (segments, seqs) of the committed rows posted under
+        it, a bounded number of them; keys no row has are left out."""
+
+    def row_ids(self, segments: Sequence[int], seqs: Sequence[int]) -> list[str | None]:
+        """The article ids of the committed rows (segment, seq), None where no longer stored."""
+
     def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
         """The stored shingles of the committed rows (segment, seq), None where none."""
 
@@ -64,6 +72,10 @@ class CommittedIndex(Protocol):
 
     def frequencies(self, keys: np.ndarray, first: int | None) -> np.ndarray:
         """How many committed rows of segments from `first` on (None: all) carry each key."""
+
+    def counted_between(self, low: int | None, high: int) -> bool:
+        """Whether a committed row of a segment from `low` (None: any) up to `high` counts
+        its keys."""
 
     def write(self, commit: Commit) -> None:
         """Write the batch's changes in one WriteBatch."""
@@ -115,12 +127,28 @@ class Batch:
         self._dead_records: list[DeadRecord] = []
         self._time_limit = start.time_limit
         # This batch's rows, which its own searches find beside the committed ones.
-        self._rows = PendingRows(start.layout, start.max_distance, start.segment_ms)
+        policy = index.frequency_policy()
+        self._rows = PendingRows(
+            start.layout,
+            start.max_distance,
+            start.segment_ms,
+            None if policy is None else policy.posted,
+        )
         self._positions: dict[str, int] = {}
         # Prefetched committed neighbours of each probe, and committed rows sharing band keys
         # with each probe's (by band keys and the least number shared).
         self._hits: dict[int, list[Candidate]] = {}
         self._band_hits: dict[tuple[bytes, int], list[BandCandidate]] = {}
+        # Committed rows (segments, seqs) posted under each key asked, and rows' article ids.
+        self._posted_hits: dict[int, Sequence[tuple[int, int]]] = {}
+        self._row_ids: dict[tuple[int, int], str | None] = {}
+        # For each bar of rarity prefetched, the keys asked and those rare then, valid while
+        # the counts' epoch (`_frequency_epoch`) is the one recorded; and how many times this
+        # batch took counts away.
+        self._rare: dict[int, tuple[set[int], set[int]]] = {}
+        self._rare_epoch: dict[int, tuple[int | None, int]] = {}
+        self._decreases = 0
+        self._grew_answer: tuple[object, object, bool] = (None, None, False)
         # Key frequencies (indexstore/frequencies.py): what this batch's puts change.
         self._pending_frequencies = PendingFrequencies(index.frequency_policy(), start.segment_ms)
 
@@ -224,6 +252,10 @@ class Batch:
         bands: bytes = b"",
         min_shared_bands: int = 2,
         band_limit: int = 4,
+        posted: Sequence[int] = (),
+        min_shared_posted: int = 3,
+        posted_limit: int = 4,
+        posted_rarer_than: int = 0,
     ) -> SearchResult:
         """The live articles within distance k of `simhash` (not `exclude_id`, not older than
         the window), closest first, then exact, then earliest, at most `limit`.
@@ -232,7 +264,13 @@ class Batch:
         share at least `min_shared_bands` band keys with `bands`, most shared first, then
         earliest event time, then article id, at most `band_limit`, each with its true
         distance (which may exceed k) and the bands it shares. Without bands, nothing of
-        this is done."""
+        this is done.
+
+        Given `posted` keys (u32), also `posted_matches`: the live articles in neither of
+        those that are posted under at least `min_shared_posted` of them
+        (`FrequencyPolicy.posted`), in the same order as band matches, at most
+        `posted_limit`; with `posted_rarer_than`, only the keys that fewer rows of the window
+        carry (`frequencies`) are asked."""
         self._check()
         clamped = event_time_ms > self._time_limit
         if clamped:
@@ -254,13 +292,135 @@ class Batch:
             band_matches = self._band_matches(
                 simhash, content_hash, bands, min_shared_bands, band_limit, matched, live
             )
+        posted_matches: tuple[Match, ...] = ()
+        if posted:
+            skipped = {m.article_id for m in (*matches, *band_matches)}
+            if exclude_id is not None:
+                skipped.add(exclude_id)
+            sharing = self._posted_candidates(posted, min_shared_posted, posted_rarer_than)
+            posted_matches = rank_posted(
+                sharing, live, simhash, content_hash, min_shared_posted, skipped, posted_limit
+            )
         return SearchResult(
             matches=matches,
             event_time_ms=event_time_ms,
             late=late,
             clamped=clamped,
             band_matches=band_matches,
+            posted_matches=posted_matches,
         )
+
+    def prefetch_posted(self, keys: Iterable[int], rarer_than: int = 0) -> None:
+        """Search the committed rows posted under all these keys at once (with `rarer_than`,
+        under those of them fewer rows of the window carry), so the batch's searches with
+        posted keys do not each search. Optional."""
+        self._check()
+        asked = np.unique(np.fromiter(keys, dtype=np.uint32))
+        if rarer_than > 0 and len(asked):
+            rare = asked[self.frequencies(asked) < rarer_than]
+            epoch = self._frequency_epoch()
+            since = self._rare_epoch.get(rarer_than)
+            if since is None or not self._counts_only_grew(since):
+                # What was rare then may not be now: start again from now.
+                self._rare_epoch[rarer_than] = epoch
+                self._rare[rarer_than] = (set(), set())
+            self._rare[rarer_than][0].update(asked.tolist())
+            self._rare[rarer_than][1].update(rare.tolist())
+            asked = rare
+        self._fetch_posted(asked.tolist())
+
+    def _fetch_posted(self, keys: Iterable[int]) -> None:
+        hits = self._posted_hits
+        missing = set(keys).difference(hits)
+        if missing:
+            found = self._index.posted_rows(list(missing))
+            hits.update(dict.fromkeys(missing, ()))
+            for key, (segments, seqs) in found.items():
+                hits[key] = list(zip(segments, seqs, strict=True))
+
+    def _frequency_epoch(self) -> tuple[int | None, int]:
+        """What the window's counts have only grown since, while it stays the same: the
+        first counted segment, and how many times this batch took counts away."""
+        first = first_segment(self._watermark, self._retention_ms, self._segment_ms)
+        return first, self._decreases
+
+    def _counts_only_grew(self, since: tuple[int | None, int]) -> bool:
+        """Whether every count is at least what it was at epoch `since`: nothing was taken
+        away since, and the segments the window has left since then counted nothing."""
+        now = self._frequency_epoch()
+        first, decreases = now
+        if decreases != since[1]:
+            return False
+        if first is None or first == since[0]:
+            return True
+        if self._grew_answer[:2] == (since, now):
+            return self._grew_answer[2]
+        grew = not (
+            self._index.counted_between(since[0], first)
+            or self._pending_frequencies.holds_rows(since[0], first)
+        )
+        # The answer stands while both epochs do: asked once per article, it changes
+        # only when the window starts in another segment.
+        self._grew_answer = (since, now, grew)
+        return grew
+
+    def _rare_keys(self, keys: Sequence[int], rarer_than: int, min_shared: int) -> list[int]:
+        """Those of `keys` fewer rows of the window carry than `rarer_than`, or none when no
+        row can be posted under `min_shared` of them. Counts that have only grown since a
+        prefetch asked them leave rare only keys that were rare then: when those few give no
+        row enough keys, the counts need not be read."""
+        asked, rare = self._rare.get(rarer_than, (set(), set()))
+        since = self._rare_epoch.get(rarer_than)
+        if since is not None and asked.issuperset(keys) and self._counts_only_grew(since):
+            were = [key for key in keys if key in rare]
+            if len(were) < min_shared or not self._posted_shares(were, min_shared):
+                return []
+        ordered = np.array(keys, dtype=np.uint32)
+        found: list[int] = ordered[self.frequencies(ordered) < rarer_than].tolist()
+        return found
+
+    def _posted_shares(self, keys: Sequence[int], min_shared: int) -> bool:
+        """Whether any row, committed or this batch's, may be posted under `min_shared` of
+        `keys`."""
+        return bool(self._posted_candidates(keys, min_shared, 0, resolve=False))
+
+    def _posted_candidates(
+        self, keys: Sequence[int], min_shared: int, rarer_than: int, resolve: bool = True
+    ) -> list[BandCandidate]:
+        """The rows, committed and this batch's, posted under at least `min_shared` of
+        `keys` (with `rarer_than`, of those fewer rows of the window carry), live or not,
+        with how many; without `resolve`, committed rows are not named (article id "")."""
+        if rarer_than > 0:
+            keys = self._rare_keys(keys, rarer_than, min_shared)
+            if len(keys) < min_shared:
+                return []
+        if resolve:  # else asked of keys a prefetch searched (`_rare_keys`)
+            self._fetch_posted(keys)
+        # Most keys of most articles are no other row's: fewer than `min_shared` keys with
+        # rows leave no row enough of them, and nothing is counted.
+        found = [rows for rows in map(self._posted_hits.__getitem__, keys) if rows]
+        candidates = self._rows.posted_under(keys, min_shared)
+        if len(found) < min_shared:
+            return candidates
+        shared: Counter[tuple[int, int]] = Counter()
+        for rows in found:
+            shared.update(rows)
+        rows = [row for row, n in shared.items() if n >= min_shared]
+        if not rows:
+            return candidates
+        if not resolve:
+            return [*candidates, *(BandCandidate(seq, "", shared[seg, seq]) for seg, seq in rows)]
+        unknown = [row for row in rows if row not in self._row_ids]
+        if unknown:
+            ids = self._index.row_ids([seg for seg, _ in unknown], [seq for _, seq in unknown])
+            self._row_ids.update(zip(unknown, ids, strict=True))
+            self.prefetch_records(i for i in ids if i is not None)
+        candidates.extend(
+            BandCandidate(row[1], article_id, shared[row])
+            for row in rows
+            if (article_id := self._row_ids[row]) is not None
+        )
+        return candidates
 
     def _band_matches(
         self,
@@ -316,6 +476,7 @@ class Batch:
             self._forget_committed(record.article_id)
         elif replaced.seq is not None:
             self._pending_frequencies.uncount(replaced.seq)
+            self._decreases += 1
         start = self._window_start()
         late = is_late(event_time_ms, start)
         storage_time = event_time_ms if start is None else max(event_time_ms, start)
@@ -440,6 +601,7 @@ class Batch:
             if self._pending_frequencies.counts(committed.record.payload):
                 shingles = self._index.read_shingles([segment], [committed.seq])[0]
                 self._pending_frequencies.count(segment, shingles or b"", -1)
+                self._decreases += 1
         self._dead_records.append(DeadRecord(committed.generation, article_id.encode()))
 
     def _collect(self, simhashes: list[int]) -> None:

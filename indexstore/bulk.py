@@ -196,7 +196,10 @@ def _rows(
         rows[int(row_segs[part[0]])] = SegmentRows(
             fps[at], row_seqs[part], [keys[i] for i in at], [shingles[i] for i in at]
         )
-    added = TableRows(fps[new_rows], row_segs, row_seqs, [bands[i] for i in new_rows.tolist()])
+    new = new_rows.tolist()
+    added = TableRows(
+        fps[new_rows], row_segs, row_seqs, [bands[i] for i in new], [shingles[i] for i in new]
+    )
     return rows, added
 
 

@@ -66,6 +66,8 @@ class TableRows(NamedTuple):
     segments: np.ndarray  # int64
     seqs: np.ndarray  # uint64
     bands: Sequence[bytes] | None  # their records' band keys (b"": none; None: not given)
+    shingles: Sequence[bytes] | None = None  # their records' shingles (b"": none; None: not given)
+    posted: Sequence[bytes] | None = None  # their posted keys, if taken already (None: not)
 
 
 class DeadRow(NamedTuple):

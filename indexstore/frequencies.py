@@ -38,11 +38,15 @@ _MIN_MERGE = 4096
 
 class FrequencyPolicy(Protocol):
     """Which keys of a record count: `counts(payload)` whether the record's do at all (read
-    first, so that shingles are read only for those), then `keys(shingles)` which ones."""
+    first, so that shingles are read only for those), then `keys(shingles)` which ones. And
+    the keys every row is posted under, which `Batch.posted_matches` finds it by:
+    `posted(shingles)`, little-endian u32 keys (b"": none)."""
 
     def counts(self, payload: bytes) -> bool: ...
 
     def keys(self, shingles: bytes) -> np.ndarray: ...
+
+    def posted(self, shingles: bytes) -> bytes: ...
 
 
 def first_segment(watermark: int | None, retention_ms: int, segment_ms: int) -> int | None:
@@ -239,6 +243,13 @@ class FrequencyTable:
             # Segments the window has left since the last commit still count in the arrays.
             out -= self._left_before(first).get(keys)
         return out
+
+    def holds_rows(self, low: int | None, high: int) -> bool:
+        """Whether a segment from `low` (None: any) up to `high` holds counted rows."""
+        return any(
+            (low is None or low <= segment) and segment < high and len(keys)
+            for segment, keys in self._segments.items()
+        )
 
     def _left_before(self, first: int) -> Tally:
         """The counts of the counted segments before `first`. A batch's watermark moves on

@@ -98,7 +98,8 @@ class Match:
     sketch: bytes = b""
     """The matched article's `ArticleRecord.sketch`, likewise."""
     shared_bands: int = 0
-    """How many band keys the matched article shares with the query (band matches only)."""
+    """How many band keys (posted keys, for a posted match) the matched article shares with
+    the query (band and posted matches only)."""
 
 
 @value_type
@@ -112,6 +113,9 @@ class SearchResult:
     band_matches: tuple[Match, ...] = ()
     """Live articles sharing band keys with the query that are not among `matches`, most
     shared first (see `Batch.search`); empty unless the search was given bands."""
+    posted_matches: tuple[Match, ...] = ()
+    """Live articles posted under keys of the query's that are in neither of the above, most
+    shared first (see `Batch.search`); empty unless the search was given posted keys."""
 
 
 @dataclass(frozen=True, slots=True)

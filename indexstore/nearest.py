@@ -25,6 +25,9 @@ MAX_HITS_PER_QUERY = 256
 # caller verifies a handful; only a window where more than this many articles share the
 # query's most-shared bands (near-identical texts) could miss the earliest of them.
 MAX_BAND_HITS_PER_QUERY = 256
+# Likewise for the rows posted under one key: the earliest inserted. A key a caller asks of
+# is one few stories carry; only a story reposted more often than this could lose a copy.
+MAX_POSTED_ROWS_PER_KEY = 256
 
 
 def nearest(
@@ -83,3 +86,25 @@ def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:
         return hits
     keep = np.sort(first_per_group(limit, (hits.query,), (hits.distance, seq[hits.row])))
     return Hits(hits.query[keep], hits.row[keep], hits.distance[keep])
+
+
+def posted_rows(
+    tables: SearchTables, keys: Sequence[int]
+) -> dict[int, tuple[list[int], list[int]]]:
+    """For each of these u32 keys, the (segments, seqs) of the live committed rows posted
+    under it: the MAX_POSTED_ROWS_PER_KEY earliest inserted. Keys no row has are left out."""
+    if not len(keys):
+        return {}
+    queries = [int(key).to_bytes(4, "little") for key in keys]
+    query, rows = tables.posting_search(queries)
+    if not len(rows):
+        return {}
+    keep = first_per_group(MAX_POSTED_ROWS_PER_KEY, (query,), (tables.seq[rows],))
+    query, rows = query[keep], rows[keep]
+    found: dict[int, tuple[list[int], list[int]]] = {}
+    segs, seqs = tables.seg[rows].tolist(), tables.seq[rows].tolist()
+    for q, seg, seq in zip(query.tolist(), segs, seqs, strict=True):
+        entry = found.setdefault(int(keys[q]), ([], []))
+        entry[0].append(seg)
+        entry[1].append(seq)
+    return found

@@ -206,6 +206,30 @@ def read_bands(generations: Iterable[Generation]) -> tuple[np.ndarray, list[byte
     return np.array(seqs, dtype=np.uint64), bands
 
 
+def read_row_shingles(catalog: Catalog, segment_ms: int) -> tuple[np.ndarray, list[bytes]]:
+    """(seqs, shingles) of every searchable record whose row is still stored, for the posted
+    keys of the search tables: a pass over every record and a read of every row's shingles
+    (done only when no snapshot of the tables is valid)."""
+    segments: list[int] = []
+    seqs: list[int] = []
+    for generation in catalog.generations.values():
+        it = generation.cf.iter()
+        it.seek_to_first()
+        while it.valid():
+            event_time_ms, seq = enc.record_row(it.value())
+            segment = event_time_ms // segment_ms
+            if seq is not None and segment in catalog.segments:
+                segments.append(segment)
+                seqs.append(seq)
+            it.next()
+        del it
+    shingles: list[bytes] = []
+    for start in range(0, len(seqs), _SHINGLES_PER_READ):
+        part = slice(start, start + _SHINGLES_PER_READ)
+        shingles += [s or b"" for s in catalog.read_shingles(segments[part], seqs[part])]
+    return np.array(seqs, dtype=np.uint64), shingles
+
+
 def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int) -> FrequencyTable:
     """The key frequencies of every searchable record that `policy` counts, read from disk:
     a pass over every record, and the shingles of those counted."""

@@ -77,6 +77,13 @@ class PendingFrequencies:
         if self._tallied:
             counts += self._total.get(keys)
 
+    def holds_rows(self, low: int | None, high: int) -> bool:
+        """Whether this batch counts rows in a segment from `low` (None: any) up to `high`."""
+        return any(
+            (low is None or low <= segment) and segment < high and changes
+            for segment, changes in self._keys.items()
+        )
+
     def written(self, cut: int | None) -> list[Change]:
         """The changes a commit hands on that drops the segments ending by `cut` (None: none):
         the keys of rows never written (replaced, or their segment left the window) never

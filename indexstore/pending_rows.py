@@ -17,8 +17,8 @@ indexstore.bands, .commit, .layout, .model and .tables.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -32,7 +32,13 @@ from indexstore.tables import SearchTables
 class PendingRows:
     """The rows put in one batch, in insertion order, with the probes that find them fast."""
 
-    def __init__(self, layout: Layout, max_distance: int, segment_ms: int) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        max_distance: int,
+        segment_ms: int,
+        posted: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self._k = max_distance
         self._segment_ms = segment_ms
         # Row i is the seq _seq[i] of article _article_id[i] in segment _segment[i], with
@@ -60,6 +66,10 @@ class PendingRows:
         self._band_probes: list[bytes] = []
         self._bands_among = BandTables()
         self._band_neighbours: dict[bytes, list[tuple[int, int]]] = {}
+        # The rows by each key they are posted under (`FrequencyPolicy.posted`).
+        self._posted = posted
+        self._by_posted: dict[int, list[int]] = defaultdict(list)
+        self._posted_keys: list[bytes] = []
 
     def add(self, seq: int, record: ArticleRecord) -> None:
         """Row `seq` of `record` (its event time already clamped), searchable at once."""
@@ -77,6 +87,12 @@ class PendingRows:
             self._by_bands[record.bands].append(n)
             if record.bands not in self._band_neighbours:
                 self._band_unprobed.append(n)
+        posted = b""
+        if self._posted is not None and record.shingles:
+            posted = self._posted(record.shingles)
+            for key in np.frombuffer(posted, dtype="<u4").tolist():
+                self._by_posted[key].append(n)
+        self._posted_keys.append(posted)
 
     def probe_fingerprints(self, fingerprints: Sequence[int]) -> None:
         """Make the new ones of `fingerprints` probes, searched among all probes at once."""
@@ -155,6 +171,21 @@ class PendingRows:
         ]
         return [BandCandidate(self._seq[i], self._article_id[i], 0) for i in close]
 
+    def posted_under(self, keys: Sequence[int], min_shared: int) -> list[BandCandidate]:
+        """The rows posted under at least `min_shared` of these keys, live or not, with how
+        many of them."""
+        found = [rows for rows in map(self._by_posted.get, keys) if rows]
+        if len(found) < min_shared:
+            return []
+        shared: Counter[int] = Counter()
+        for rows in found:
+            shared.update(rows)
+        return [
+            BandCandidate(self._seq[i], self._article_id[i], n)
+            for i, n in shared.items()
+            if n >= min_shared
+        ]
+
     def written(
         self, current: Mapping[str, Stored], cut: int | None
     ) -> tuple[dict[int, SegmentRows], TableRows]:
@@ -187,5 +218,7 @@ class PendingRows:
             np.array(self._segment, dtype=np.int64)[idx],
             all_seq[idx],
             [self._bands[i] for i in idx],
+            [row_shingles[i] for i in idx],
+            None if self._posted is None else [self._posted_keys[i] for i in idx],
         )
         return rows, added

@@ -5,7 +5,8 @@ here with `live`, which says the record a row stands for when the row is live (i
 current record still points at it, in the window) and None otherwise. The orders are the
 contract callers decide by, so they are kept in one place, apart from how the candidates were
 found: by distance, then exact content before near, then earliest, then row (`rank_near`); by
-band keys shared, most first, then earliest, then article id (`rank_sharing`). It may import
+band keys shared, most first, then earliest, then article id (`rank_sharing`); likewise by
+posted keys shared (`rank_posted`). It may import
 indexstore.bands, .commit and .model.
 """
 
@@ -78,6 +79,43 @@ def rank_sharing(
         # The tables' count is an upper bound: the record's keys say how many are shared.
         shared = shared_bands(record.bands, bands)
         if shared < min_shared:
+            continue
+        ranked.append(
+            (
+                (-shared, record.event_time_ms, article_id),
+                Match(
+                    article_id,
+                    (record.simhash ^ simhash).bit_count(),
+                    record.content_hash == content_hash,
+                    record.event_time_ms,
+                    record.payload,
+                    record.sketch,
+                    shared,
+                ),
+            )
+        )
+    ranked.sort(key=lambda item: item[0])
+    return tuple(m for _, m in ranked[: max(limit, 0)])
+
+
+def rank_posted(
+    candidates: Iterable[BandCandidate],
+    live: LiveRecord,
+    simhash: int,
+    content_hash: bytes,
+    min_shared: int,
+    skipped: Container[str],
+    limit: int,
+) -> tuple[Match, ...]:
+    """The live candidates not `skipped` posted under at least `min_shared` of the query's
+    keys (their counts are exact), most shared first, then earliest, then article id, at most
+    `limit`, each with its true distance from `simhash`."""
+    ranked = []
+    for seq, article_id, shared in candidates:
+        if shared < min_shared or article_id in skipped:
+            continue
+        record = live(seq, article_id)
+        if record is None:
             continue
         ranked.append(
             (

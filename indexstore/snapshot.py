@@ -22,7 +22,8 @@ FILE_NAME = "search-tables.npz"
 # 2: runs hold each distinct fingerprint once, table 0's entries pointing at their rows
 # (row starts saved only for a run in which some fingerprint has several rows).
 # 3: the band tables' runs too.
-FORMAT = 3
+# 4: the posted keys' runs too.
+FORMAT = 4
 
 
 def save(tables: SearchTables, directory: Path, tag: str) -> None:

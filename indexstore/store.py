@@ -33,7 +33,7 @@ from indexstore.errors import IndexFormatError, IndexStateError, IndexStoreError
 from indexstore.frequencies import FrequencyPolicy, FrequencyTable, first_segment
 from indexstore.layout import Layout, choose_layout
 from indexstore.model import ArticleRecord, IndexOptions, IndexStats, RecordColumns
-from indexstore.nearest import band_nearest, nearest
+from indexstore.nearest import band_nearest, nearest, posted_rows
 from indexstore.rocksdb_errors import RocksDBErrors
 from indexstore.rocksdb_options import rocksdb_options
 from indexstore.tables import SearchTables
@@ -166,8 +166,11 @@ class IndexStore:
         elif not self._read_only:
             rows = opening.scan(self._db, self._path, keep_rows=True).rows
             if rows is not None:
-                self._tables.append(*rows)
+                self._tables.append(rows.fingerprints, rows.segments, rows.seqs)
                 self._tables.add_bands(*opening.read_bands(found.generations.values()))
+                if self._policy is not None:
+                    seqs, shingles = opening.read_row_shingles(self._catalog, self._meta.segment_ms)
+                    self._tables.add_posted(seqs, self._posted(shingles) or [])
         self._count_frequencies()
 
     def _count_frequencies(self) -> None:
@@ -187,7 +190,9 @@ class IndexStore:
         """What the search tables are a function of: the snapshot is valid while it is equal."""
         stored = self._catalog.segments
         segments = ",".join(f"{sid}:{stored[sid].stored}" for sid in sorted(stored))
-        return f"{self._layout.describe()}|{self._commits}|{self._next_seq}|{segments}"
+        # Saved without a policy, the tables hold no posted keys: not valid for one with it.
+        posted = "posted" if self._policy is not None else "unposted"
+        return f"{self._layout.describe()}|{self._commits}|{self._next_seq}|{posted}|{segments}"
 
     def close(self) -> None:
         if self._closed:
@@ -405,7 +410,10 @@ class IndexStore:
         writing.write_commit(self._db, self._catalog, self._errors, commit, commit_no)
         # Durable, and the catalog in line: now the rest of the caches.
         if commit.added is not None:
-            self._tables.append(*commit.added)
+            fps, segs, seqs, bands, shingles, posted = commit.added
+            if posted is None:
+                posted = self._posted(shingles)
+            self._tables.append(fps, segs, seqs, bands, posted)
         self._frequencies.apply(commit.frequency_changes)
         self._frequencies.advance(self._first_counted_segment(commit.watermark))
         self._positions.update(commit.positions)
@@ -414,6 +422,12 @@ class IndexStore:
         self._commits = commit_no
 
     # -- internals ------------------------------------------------------------------------
+
+    def _posted(self, shingles: Sequence[bytes] | None) -> list[bytes] | None:
+        """The posted keys of rows with these shingles (None: none are kept)."""
+        if self._policy is None or shingles is None:
+            return None
+        return [self._policy.posted(s) if s else b"" for s in shingles]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -446,6 +460,12 @@ class _BatchAccess:
     def band_nearest(self, queries: Sequence[bytes], min_shared: int) -> list[list[BandCandidate]]:
         return band_nearest(self._store._tables, self._store._catalog, queries, min_shared)
 
+    def posted_rows(self, keys: Sequence[int]) -> dict[int, tuple[list[int], list[int]]]:
+        return posted_rows(self._store._tables, keys)
+
+    def row_ids(self, segments: Sequence[int], seqs: Sequence[int]) -> list[str | None]:
+        return self._store._catalog.row_ids(segments, seqs)
+
     def read_shingles(self, segments: Sequence[int], seqs: Sequence[int]) -> list[bytes | None]:
         return self._store._catalog.read_shingles(segments, seqs)
 
@@ -454,6 +474,9 @@ class _BatchAccess:
 
     def frequencies(self, keys: np.ndarray, first: int | None) -> np.ndarray:
         return self._store._frequencies.counts(keys, first)
+
+    def counted_between(self, low: int | None, high: int) -> bool:
+        return self._store._frequencies.holds_rows(low, high)
 
     def write(self, commit: Commit) -> None:
         self._store._write(commit)

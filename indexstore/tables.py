@@ -12,8 +12,8 @@ distinct fingerprints near it, and a caller that wants only the first few rows o
 (`per_fingerprint`) gets them without the others being gathered for every query.
 
 The runs' arrays and their merging are runs.py's; the probe of one run, probe.py's. The band
-keys of the same rows are bands.py's, kept here so that both share row ids, expiry and
-compaction.
+keys and the posted keys of the same rows are bands.py's, kept here so that all share row ids,
+expiry and compaction.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from indexstore.bands import BandTables
+from indexstore.bands import BandTables, posting_tables
 from indexstore.layout import BUCKET_US, PROBE_US, SCAN_US, Layout
 from indexstore.probe import pairs_within, probe, probe_masks
 from indexstore.runs import MERGE_RATIO, Run, make_run, merge
@@ -106,6 +106,7 @@ class SearchTables:
         self._unsorted: list[tuple[np.ndarray, np.ndarray]] = []
         self._unsorted_rows = 0
         self.bands = BandTables()
+        self.postings = posting_tables()
 
     @property
     def live(self) -> int:
@@ -119,8 +120,10 @@ class SearchTables:
         segs: np.ndarray,
         seqs: np.ndarray,
         bands: Sequence[bytes] | None = None,
+        posted: Sequence[bytes] | None = None,
     ) -> None:
-        """Add committed rows, with their band keys if given; they are searchable at once,
+        """Add committed rows, with their band keys and posted keys if given (u32 keys,
+        little-endian; b"": none); they are searchable at once,
         sorted into a run by the first search after them, so many appends without a search
         between them (a restore) sort their rows once instead of merging run after run."""
         m = len(fps)
@@ -133,6 +136,8 @@ class SearchTables:
         self.n += m
         if bands is not None:
             self.bands.append(np.arange(start, start + m, dtype=np.uint32), bands)
+        if posted is not None:
+            self.postings.append(np.arange(start, start + m, dtype=np.uint32), posted)
         if not self.layout.tables:
             self.fp[start : start + m] = fps
             return
@@ -145,6 +150,13 @@ class SearchTables:
     def add_bands(self, seqs: np.ndarray, bands: Sequence[bytes]) -> None:
         """Band keys of rows already appended, found by their seqs (an open reads them from
         the article records, after the rows); seqs of no row are skipped."""
+        self._add_keys(self.bands, seqs, bands)
+
+    def add_posted(self, seqs: np.ndarray, posted: Sequence[bytes]) -> None:
+        """Posted keys of rows already appended, found by their seqs, as `add_bands`."""
+        self._add_keys(self.postings, seqs, posted)
+
+    def _add_keys(self, tables: BandTables, seqs: np.ndarray, keys: Sequence[bytes]) -> None:
         if not len(seqs) or not self.n:
             return
         order = np.argsort(self.seq[: self.n], kind="stable")
@@ -153,8 +165,15 @@ class SearchTables:
         at = np.minimum(np.searchsorted(ordered, seqs), self.n - 1)
         known = ordered[at] == seqs
         rows = order[at[known]].astype(np.uint32)
-        self.bands.append(rows, [b for b, k in zip(bands, known.tolist(), strict=True) if k])
-        self.bands.sort_appended()
+        tables.append(rows, [b for b, k in zip(keys, known.tolist(), strict=True) if k])
+        tables.sort_appended()
+
+    def posting_search(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(key, row) of every live row posted under one of these keys (each a 4-byte
+        little-endian u32), by key then row."""
+        key, rows, _ = self.postings.search(keys)
+        keep = self.seg[rows] != DEAD
+        return key[keep], rows[keep]
 
     def band_search(
         self, queries: Sequence[bytes], min_shared: int, limit: int
@@ -171,6 +190,7 @@ class SearchTables:
     def sort_appended(self) -> None:
         """Sort the rows appended since the last search into a run now, not at that search."""
         self.bands.sort_appended()
+        self.postings.sort_appended()
         if not self._unsorted:
             return
         rows = np.concatenate([r for r, _ in self._unsorted])
@@ -220,6 +240,7 @@ class SearchTables:
         new_id = (np.cumsum(keep, dtype=np.int64) - 1).astype(np.uint32)
         live = int(keep.sum())
         self.bands.compact(keep, new_id)
+        self.postings.compact(keep, new_id)
         if self.layout.tables:
             fps, rows = [], []
             first = self.layout.tables[0]
@@ -258,6 +279,7 @@ class SearchTables:
                 arrays[f"perm.{i}.{t}"] = run.perm[t]
                 arrays[f"offsets.{i}.{t}"] = run.offsets[t]
         arrays.update(self.bands.export())
+        arrays.update(self.postings.export())
         return arrays
 
     @classmethod
@@ -269,7 +291,8 @@ class SearchTables:
         self.n, self.dead = (int(v) for v in arrays["n"])
         self.seg, self.seq = arrays["seg"], arrays["seq"]
         self.fp = arrays["fp"]
-        self.bands = BandTables.restore(arrays)
+        self.bands.restore(arrays)
+        self.postings.restore(arrays)
         i = 0
         while f"rows.{i}" in arrays:
             tables = range(len(layout.tables))
@@ -297,7 +320,9 @@ class SearchTables:
             arrays.append(run.rows)
             if run.starts is not None:
                 arrays.append(run.starts)
-        return sum(a.nbytes for a in arrays) + self.bands.memory_bytes()
+        return (
+            sum(a.nbytes for a in arrays) + self.bands.memory_bytes() + self.postings.memory_bytes()
+        )
 
     # -- searching ------------------------------------------------------------------------
 

@@ -8,10 +8,12 @@
   (exact text first, then the earliest); the article joins that article's cluster or starts
   its own.
 
-Candidates come from two channels of the index: SimHash, every earlier article within the
+Candidates come from three channels of the index: SimHash, every earlier article within the
 index's distance (closest first); then, when none of those is accepted, articles that share at
 least `band_min_shared` of the 16 band keys (consumer/fingerprint/shingles.py), which finds
-copies whose SimHash moved farther (a truncation, an inserted paragraph, many small edits).
+copies whose SimHash moved farther (a truncation, an inserted paragraph, many small edits);
+then articles sharing rare shingle keys with it, which finds a copy under another page
+template (consumer/deciding/boilerplate.py, `MIN_SHARED_RARE_KEYS`).
 
 Verification (`MatchRules`): SimHash at the distance news needs for recall also brings unrelated
 articles on the same topic, so a candidate whose text is not identical must also share enough
@@ -38,9 +40,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
+
 from consumer.config import MatchConfig
 from consumer.deciding import corrections, stored
-from consumer.deciding.boilerplate import ArticleBoilerplate
+from consumer.deciding.boilerplate import MIN_SHARED_RARE_KEYS, ArticleBoilerplate, posted_keys
 from consumer.deciding.stored import StoredDecision
 from consumer.fingerprint.shingles import bottom_jaccard
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
@@ -53,6 +57,11 @@ MAX_CANDIDATES = 32
 # Articles read around a stored one when decisions are made again: a story's copies lie near
 # it, and a story copied more often than this within one window is beyond any feed measured.
 NEIGHBOURHOOD = 1024
+# Candidates of the rare-keys channel verified per article, most keys shared first.
+RARE_KEY_CANDIDATES = 4
+
+# The channel a candidate was found by (`_walk_order`).
+BY_SIMHASH, BY_BANDS, BY_RARE_KEYS = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +124,9 @@ def _accepts(
     item: Analyzed,
     match: Match,
     boilerplate: ArticleBoilerplate,
-    by_bands: bool = False,
+    channel: int = BY_SIMHASH,
 ) -> bool:
+    by_bands = channel != BY_SIMHASH
     if match.exact:
         return True
     if item.text_chars < rules.short_text_chars:
@@ -133,7 +143,9 @@ def _accepts(
         need = max(need, rules.sentence_min_jaccard)
     similarity = estimate(item.sketch, match.sketch)
     if similarity is not None:
-        if similarity < need - rules.verify_margin:
+        # A candidate found by rare keys is there for the stories its templates hide, which
+        # the sketch counts in: it goes to the shingle hashes whatever the estimate.
+        if similarity < need - rules.verify_margin and channel != BY_RARE_KEYS:
             return False
         # A candidate found by bands alone lies far in SimHash: the sketch is not enough; nor
         # is it for an article that is mostly boilerplate, which the estimate counts in.
@@ -170,6 +182,12 @@ def _searches_bands(rules: MatchRules) -> bool:
     return rules.band_candidates > 0 and rules.min_jaccard > 0
 
 
+def _searches_rare_keys(rules: MatchRules) -> bool:
+    """Whether the rare-keys channel is asked: not when only SimHash finds candidates
+    (`band_candidates` = 0 or plain SimHash), nor without the window's counts."""
+    return _searches_bands(rules) and rules.boilerplate_min_articles > 0
+
+
 def prefetch(batch: Batch, items: Sequence[Analyzed], rules: MatchRules = DEFAULT_RULES) -> None:
     """Read at once what `decide` will read of the committed index for these articles, each
     kind of read vectorized over them: the candidates of every fingerprint and of every set
@@ -177,6 +195,9 @@ def prefetch(batch: Batch, items: Sequence[Analyzed], rules: MatchRules = DEFAUL
     batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in items])
     if _searches_bands(rules):
         batch.prefetch_bands([a.bands for a in items], rules.band_min_shared)
+    if _searches_rare_keys(rules) and items:
+        keys = np.concatenate([posted_keys(a.shingles) for a in items])
+        batch.prefetch_posted(keys, rules.boilerplate_min_articles)
     batch.prefetch_records([a.id for a in items])
 
 
@@ -195,22 +216,22 @@ def decide(
         first = now_ms if kept.processed_at_ms is None else kept.processed_at_ms
         again = corrections.message(prior, kept, source, first)
         return again, corrections.again(batch, kept.corrected, source)
-    result = _search(batch, rules, item, wide=False)
+    result = _search(batch, rules, item, item.shingles, wide=False)
     if _crowded(result, item.event_time_ms, rules):
         # Articles published after it, indexed before it arrived, took places among its
         # candidates: it is decided against as many earlier ones as in event-time order.
-        result = _search(batch, rules, item, wide=True)
+        result = _search(batch, rules, item, item.shingles, wide=True)
     boilerplate = ArticleBoilerplate(batch, item.shingles, rules.boilerplate_min_articles)
     # An article is only ever a copy of one published no later than itself; the articles
     # near it decided before it that it turns out to precede are collected: their decisions
     # may have to change (consumer/deciding/corrections.py).
     best = None
-    later: dict[str, tuple[Match, bool]] = {}
-    for match, by_bands in _walk_order(result, item.event_time_ms, rules, later=True):
+    later: dict[str, tuple[Match, int]] = {}
+    for match, channel in _walk_order(result, item.event_time_ms, rules, later=True):
         if match.event_time_ms > item.event_time_ms:
-            if _may_be_copies(rules, item.sketch, match):
-                later[match.article_id] = (match, by_bands)
-        elif best is None and _accepts(rules, batch, item, match, boilerplate, by_bands):
+            if channel == BY_RARE_KEYS or _may_be_copies(rules, item.sketch, match):
+                later[match.article_id] = (match, channel)
+        elif best is None and _accepts(rules, batch, item, match, boilerplate, channel):
             best = match
     if best is not None:
         kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
@@ -235,8 +256,8 @@ def decide(
     if later:
 
         def verified_by_item(article_id: str) -> bool:
-            match, by_bands = later[article_id]
-            return _accepts(rules, batch, item, match, boilerplate, by_bands)
+            match, channel = later[article_id]
+            return _accepts(rules, batch, item, match, boilerplate, channel)
 
         # In the index first: the later articles' candidates are ranked with it among them.
         corrected = corrections.settle(
@@ -261,10 +282,16 @@ def decide(
 
 
 def _search(
-    batch: Batch, rules: MatchRules, article: Analyzed | ArticleRecord, wide: bool
+    batch: Batch,
+    rules: MatchRules,
+    article: Analyzed | ArticleRecord,
+    shingles: bytes,
+    wide: bool,
 ) -> SearchResult:
     """The article's candidates, best first: as many of each channel as `decide` looks at, or
-    with `wide` up to `NEIGHBOURHOOD` (articles published after it may take places)."""
+    with `wide` up to `NEIGHBOURHOOD` (articles published after it may take places); its
+    `shingles` give the keys it asks the rare-keys channel for."""
+    rare_keys = _searches_rare_keys(rules)
     article_id = article.id if isinstance(article, Analyzed) else article.article_id
     return batch.search(
         article.simhash,
@@ -275,6 +302,10 @@ def _search(
         bands=article.bands if _searches_bands(rules) else b"",
         min_shared_bands=rules.band_min_shared,
         band_limit=NEIGHBOURHOOD if wide else rules.band_candidates,
+        posted=posted_keys(shingles).tolist() if rare_keys else (),
+        min_shared_posted=MIN_SHARED_RARE_KEYS,
+        posted_limit=NEIGHBOURHOOD if wide else RARE_KEY_CANDIDATES,
+        posted_rarer_than=rules.boilerplate_min_articles,
     )
 
 
@@ -286,29 +317,32 @@ def _crowded(result: SearchResult, event_time_ms: int, rules: MatchRules) -> boo
         for found, limit in (
             (result.matches, MAX_CANDIDATES),
             (result.band_matches, rules.band_candidates),
+            (result.posted_matches, RARE_KEY_CANDIDATES),
         )
     )
 
 
 def _walk_order(
     result: SearchResult, event_time_ms: int, rules: MatchRules, later: bool
-) -> list[tuple[Match, bool]]:
-    """The candidates `decide` verifies, best first, each with whether it was found by bands
-    alone: of those published no later than `event_time_ms`, as many of each channel as it
-    looks at (those published after it take no places), and, with `later`, all of those."""
+) -> list[tuple[Match, int]]:
+    """The candidates `decide` verifies, best first, each with the channel that found it
+    (`BY_SIMHASH`...): of those published no later than `event_time_ms`, as many of each
+    channel as it looks at (those published after it take no places), and, with `later`, all
+    of those."""
     walk = []
-    for found, limit, by_bands in (
-        (result.matches, MAX_CANDIDATES, False),
-        (result.band_matches, rules.band_candidates, True),
+    for found, limit, channel in (
+        (result.matches, MAX_CANDIDATES, BY_SIMHASH),
+        (result.band_matches, rules.band_candidates, BY_BANDS),
+        (result.posted_matches, RARE_KEY_CANDIDATES, BY_RARE_KEYS),
     ):
         earlier = 0
         for match in found:
             if match.event_time_ms > event_time_ms:
                 if later:
-                    walk.append((match, by_bands))
+                    walk.append((match, channel))
             elif earlier < limit:
                 earlier += 1
-                walk.append((match, by_bands))
+                walk.append((match, channel))
     return walk
 
 
@@ -324,8 +358,10 @@ def _takes_earlier(
     would take it as its match: `earlier` comes before its current match among its candidates
     (only those published no later than it count) and passes verification, the stored article
     being the one decided, as `check` decides it (the length rules are not symmetric)."""
-    result = _search(batch, rules, record, wide=True)
-    for match, by_bands in _walk_order(result, record.event_time_ms, rules, later=False):
+    shingles = batch.shingles(record.article_id) or b""
+    boilerplate = ArticleBoilerplate(batch, shingles, rules.boilerplate_min_articles)
+    result = _search(batch, rules, record, shingles, wide=True)
+    for match, channel in _walk_order(result, record.event_time_ms, rules, later=False):
         if match.article_id == was.matched_id:
             return None
         if match.article_id != earlier.id:
@@ -333,7 +369,6 @@ def _takes_earlier(
         if was.text_chars is None:
             # Stored before text lengths were kept: judged from the earlier article's side.
             return match if verified_by_earlier(record.article_id) else None
-        shingles = batch.shingles(record.article_id) or b""
         again = Analyzed(
             record.article_id,
             record.event_time_ms,
@@ -344,13 +379,14 @@ def _takes_earlier(
             shingles=shingles,
             text_chars=was.text_chars,
         )
-        boilerplate = ArticleBoilerplate(batch, shingles, rules.boilerplate_min_articles)
-        return match if _accepts(rules, batch, again, match, boilerplate, by_bands) else None
+        return match if _accepts(rules, batch, again, match, boilerplate, channel) else None
     return None
 
 
 def _copies_near(batch: Batch, rules: MatchRules, record: ArticleRecord) -> list[Match]:
     """The articles that can have taken a stored one as their match: a match is found by
-    SimHash distance or by shared band keys, both symmetric, so they are near it."""
-    result = _search(batch, rules, record, wide=True)
-    return [*result.matches, *result.band_matches]
+    SimHash distance, by shared band keys or by shared rare keys, all symmetric (the last as
+    far as the window's counts are the same now), so they are near it."""
+    shingles = (batch.shingles(record.article_id) or b"") if _searches_rare_keys(rules) else b""
+    result = _search(batch, rules, record, shingles, wide=True)
+    return [*result.matches, *result.band_matches, *result.posted_matches]

@@ -1,6 +1,7 @@
-"""Band keys and shingles on real RocksDB: band matches against a brute-force scan over random
-programs (puts, updates, restores, expiry, commit and abort, reopening with and without the
-tables' snapshot), shingles read back through their whole life, and the band tables' memory."""
+"""Band keys, posted keys and shingles on real RocksDB: band and posted matches against a
+brute-force scan over random programs (puts, updates, restores, expiry, commit and abort,
+reopening with and without the tables' snapshot), shingles read back through their whole
+life, and the band tables' memory."""
 
 from __future__ import annotations
 
@@ -46,7 +47,18 @@ fingerprints = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 3, 2**64 - 1])
 content_hashes = st.sampled_from([bytes([i]) * 16 for i in range(2)])
 times = st.integers(0, NOW_MS + 2 * SKEW_MS)
 ids = st.sampled_from([f"a{i}" for i in range(10)])
-shingle_values = st.sampled_from([b"", b"S", b"SC\x03\x01\xff"]) | st.binary(max_size=40)
+# Mostly bytes of a small alphabet, under which rows are posted (index_reference.PostedBytes):
+# random programs then share posted keys often.
+ALPHABET = b"\x01\x02\x03\x04\x05"
+shingle_values = st.one_of(
+    st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5).map(bytes),
+    st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5).map(bytes),
+    st.sampled_from([b"", b"S", b"SC\x03\x01\xff"]),
+    st.binary(max_size=40),
+)
+posted_keys = st.lists(st.sampled_from(list(ALPHABET)), max_size=5, unique=True) | st.lists(
+    st.integers(0, 255), max_size=6, unique=True
+)
 
 put_op = st.tuples(
     st.just("put"), ids, fingerprints, content_hashes, times, some_bands, shingle_values
@@ -61,6 +73,8 @@ search_op = st.tuples(
     some_bands,
     st.sampled_from([1, 2, 5, 8, 16]),
     st.sampled_from([1, 4, 100]),
+    posted_keys,
+    st.sampled_from([1, 2, 3]),
 )
 # The last flag: the batch first prefetches the band candidates of all its searches at once.
 batch_step = st.tuples(
@@ -108,6 +122,7 @@ def run_program(k: int, expected: int, program: list) -> None:
                     searches = [op for op in ops if op[0] == "search"]
                     for least in {op[7] for op in searches}:
                         batch.prefetch_bands([op[6] for op in searches], least)
+                    batch.prefetch_posted(key for op in searches for key in op[9])
                 for op in ops:
                     if op[0] == "put":
                         put = record(op)
@@ -117,7 +132,7 @@ def run_program(k: int, expected: int, program: list) -> None:
                         assert batch.lookup(put.article_id) == ref.lookup(put.article_id)
                         assert batch.shingles(put.article_id) == ref.shingles(put.article_id)
                     else:
-                        _, fp, ch, t, exclude, limit, bands, least, most = op
+                        _, fp, ch, t, exclude, limit, bands, least, most, keys, posted_least = op
                         got = batch.search(
                             fp,
                             ch,
@@ -127,8 +142,24 @@ def run_program(k: int, expected: int, program: list) -> None:
                             bands=bands,
                             min_shared_bands=least,
                             band_limit=most,
+                            posted=keys,
+                            min_shared_posted=posted_least,
+                            posted_limit=most,
                         )
-                        assert got == ref.search(fp, ch, t, exclude, limit, bands, least, most)
+                        expected = ref.search(
+                            fp,
+                            ch,
+                            t,
+                            exclude,
+                            limit,
+                            bands,
+                            least,
+                            most,
+                            tuple(keys),
+                            posted_least,
+                            most,
+                        )
+                        assert got == expected
                 if commit:
                     batch.commit()
                 else:
@@ -162,6 +193,18 @@ def run_program(k: int, expected: int, program: list) -> None:
                         band_limit=100,
                     )
                     assert got == ref.search(0, b"\0" * 16, NOW_MS, None, 1, bands, least, 100)
+        # And every set of posted keys of the alphabet.
+        every_keys = [[k for k in ALPHABET if mask >> (k - 1) & 1] for mask in range(32)]
+        batch.prefetch_posted(ALPHABET[:3])  # the others searched one by one
+        for keys in every_keys:
+            for least in (1, 2, 3):
+                got = batch.search(
+                    0, b"\0" * 16, NOW_MS, posted=keys, min_shared_posted=least, posted_limit=100
+                )
+                expected = ref.search(
+                    0, b"\0" * 16, NOW_MS, None, 1, b"", 2, 4, tuple(keys), least, 100
+                )
+                assert got == expected
         batch.abort()
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
+
 from indexstore import ArticleRecord, IndexOptions, IndexStore, Match, SearchResult, snapshot
 
 # The programs' window is tiny, so a few dozen steps cross segments and expire some.
@@ -21,6 +23,23 @@ NOW_MS = 20_000
 SEGMENT_MS = 1_000
 RETENTION_MS = 5_000
 SKEW_MS = 2_000
+
+
+class PostedBytes:
+    """A `FrequencyPolicy` that counts nothing and posts each row under the distinct bytes of
+    its shingles: few keys, so random programs share them often."""
+
+    def counts(self, payload: bytes) -> bool:
+        return False
+
+    def keys(self, shingles: bytes) -> np.ndarray:
+        return np.empty(0, dtype=np.uint32)
+
+    def posted(self, shingles: bytes) -> bytes:
+        return np.array(sorted(set(shingles)), dtype="<u4").tobytes()
+
+
+POSTED_BYTES = PostedBytes()
 
 
 def shared_bands(a: bytes, b: bytes) -> int:
@@ -62,6 +81,9 @@ class ReferenceIndex:
         bands: bytes = b"",
         min_shared_bands: int = 2,
         band_limit: int = 4,
+        posted: tuple[int, ...] = (),
+        min_shared_posted: int = 3,
+        posted_limit: int = 4,
     ) -> SearchResult:
         t, clamped = self.clamp(t)
         start = self.window_start()
@@ -109,12 +131,36 @@ class ReferenceIndex:
                 )
             )
         band_matches.sort(key=lambda x: x[0])
+        banded = tuple(m for _, m in band_matches[:band_limit])
+        skipped |= {m.article_id for m in banded}
+        posted_matches: list[tuple[tuple[int, int, str], Match]] = []
+        for article_id, (rec, seq, _) in self.records.items() if posted else ():
+            if seq is None or article_id in skipped:
+                continue
+            if start is not None and rec.event_time_ms < start:
+                continue
+            shared = len(set(rec.shingles) & set(posted))
+            if shared < min_shared_posted:
+                continue
+            d = (rec.simhash ^ simhash).bit_count()
+            match = Match(
+                article_id,
+                d,
+                rec.content_hash == content_hash,
+                rec.event_time_ms,
+                rec.payload,
+                rec.sketch,
+                shared,
+            )
+            posted_matches.append(((-shared, rec.event_time_ms, article_id), match))
+        posted_matches.sort(key=lambda x: x[0])
         return SearchResult(
             matches,
             t,
             start is not None and t < start,
             clamped,
-            tuple(m for _, m in band_matches[:band_limit]),
+            banded,
+            tuple(m for _, m in posted_matches[:posted_limit]),
         )
 
     def put(self, record: ArticleRecord) -> None:
@@ -181,7 +227,9 @@ class ProgramIndex:
         self.store.close()
         if discard_snapshot:
             snapshot.discard(self.path)
-        self.store = IndexStore.open(self.path, self.options, clock=lambda: NOW_MS)
+        self.store = IndexStore.open(
+            self.path, self.options, clock=lambda: NOW_MS, frequencies=POSTED_BYTES
+        )
         return self.store
 
 
@@ -204,7 +252,7 @@ def program_index(k: int, expected: int, segment_ms: int = SEGMENT_MS) -> Iterat
         tempfile.TemporaryDirectory() as tmp,
         mock.patch("indexstore.tables.scan_break_even", return_value=0),
     ):
-        store = IndexStore.open(tmp, options, clock=lambda: NOW_MS)
+        store = IndexStore.open(tmp, options, clock=lambda: NOW_MS, frequencies=POSTED_BYTES)
         index = ProgramIndex(Path(tmp), options, ReferenceIndex(options, NOW_MS), store)
         try:
             yield index
