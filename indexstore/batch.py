@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -39,6 +39,11 @@ from indexstore.pending_frequencies import PendingFrequencies
 from indexstore.pending_rows import PendingRows
 from indexstore.ranking import LiveRecord, rank_near, rank_posted, rank_sharing
 from indexstore.window import is_late, window_start
+
+# What a prefetched query learned (`Batch.prefetch_posted`): the counts' epoch then, whether
+# a committed row shares enough of its rare keys, and the other queries that do.
+_Probe = tuple[tuple[int | None, int], bool, list[bytes]]
+_SEQ = (1 << 64) - 1
 
 
 class CommittedIndex(Protocol):
@@ -140,13 +145,20 @@ class Batch:
         self._hits: dict[int, list[Candidate]] = {}
         self._band_hits: dict[tuple[bytes, int], list[BandCandidate]] = {}
         # Committed rows (segments, seqs) posted under each key asked, and rows' article ids.
-        self._posted_hits: dict[int, Sequence[tuple[int, int]]] = {}
-        self._row_ids: dict[tuple[int, int], str | None] = {}
-        # For each bar of rarity prefetched, the keys asked and those rare then, valid while
-        # the counts' epoch (`_frequency_epoch`) is the one recorded; and how many times this
-        # batch took counts away.
-        self._rare: dict[int, tuple[set[int], set[int]]] = {}
-        self._rare_epoch: dict[int, tuple[int | None, int]] = {}
+        # Rows as segment << 64 | seq: ints, which the garbage collector does not walk. Keys
+        # fetched without rows are only in `_posted_fetched`.
+        self._posted_hits: dict[int, list[int]] = {}
+        self._posted_fetched: set[int] = set()
+        self._row_ids: dict[int, str | None] = {}
+        # What each prefetched query (posted keys, bar of rarity, least shared) learned: the
+        # counts' epoch then, whether a committed row shares enough of its rare keys, and the
+        # queries that do (`prefetch_posted`); every query prefetched, and how many rows were
+        # put before the last prefetch. How many times this batch took counts away.
+        self._probes: dict[
+            tuple[bytes, int, int], tuple[tuple[int | None, int], bool, list[bytes]]
+        ] = {}
+        self._probed: set[bytes] = set()
+        self._foreign_rows = 0
         self._decreases = 0
         self._grew_answer: tuple[object, object, bool] = (None, None, False)
         # Key frequencies (indexstore/frequencies.py): what this batch's puts change.
@@ -252,7 +264,7 @@ class Batch:
         bands: bytes = b"",
         min_shared_bands: int = 2,
         band_limit: int = 4,
-        posted: Sequence[int] = (),
+        posted: bytes = b"",
         min_shared_posted: int = 3,
         posted_limit: int = 4,
         posted_rarer_than: int = 0,
@@ -266,8 +278,8 @@ class Batch:
         distance (which may exceed k) and the bands it shares. Without bands, nothing of
         this is done.
 
-        Given `posted` keys (u32), also `posted_matches`: the live articles in neither of
-        those that are posted under at least `min_shared_posted` of them
+        Given `posted` keys (little-endian u32), also `posted_matches`: the live articles in
+        neither of those that are posted under at least `min_shared_posted` of them
         (`FrequencyPolicy.posted`), in the same order as band matches, at most
         `posted_limit`; with `posted_rarer_than`, only the keys that fewer rows of the window
         carry (`frequencies`) are asked."""
@@ -310,33 +322,75 @@ class Batch:
             posted_matches=posted_matches,
         )
 
-    def prefetch_posted(self, keys: Iterable[int], rarer_than: int = 0) -> None:
-        """Search the committed rows posted under all these keys at once (with `rarer_than`,
-        under those of them fewer rows of the window carry), so the batch's searches with
-        posted keys do not each search. Optional."""
+    def prefetch_posted(
+        self, queries: Sequence[bytes], rarer_than: int = 0, min_shared: int = 1
+    ) -> None:
+        """Search the committed rows posted under all keys of these queries at once (with
+        `rarer_than`, under those fewer rows of the window carry), so the batch's searches
+        with posted keys do not each search. Optional.
+
+        With `rarer_than`, each query also learns whether a row, committed or put later in
+        this batch by another of these queries, can share `min_shared` of its keys rare now:
+        while the counts only grow (`_counts_only_grew`), most of its searches are then
+        answered without reading a count."""
         self._check()
-        asked = np.unique(np.fromiter(keys, dtype=np.uint32))
-        if rarer_than > 0 and len(asked):
-            rare = asked[self.frequencies(asked) < rarer_than]
-            epoch = self._frequency_epoch()
-            since = self._rare_epoch.get(rarer_than)
-            if since is None or not self._counts_only_grew(since):
-                # What was rare then may not be now: start again from now.
-                self._rare_epoch[rarer_than] = epoch
-                self._rare[rarer_than] = (set(), set())
-            self._rare[rarer_than][0].update(asked.tolist())
-            self._rare[rarer_than][1].update(rare.tolist())
-            asked = rare
-        self._fetch_posted(asked.tolist())
+        wanted = [q for q in dict.fromkeys(queries) if q]
+        if not wanted:
+            return
+        sizes = [len(q) // 4 for q in wanted]
+        keys = np.frombuffer(b"".join(wanted), dtype="<u4")
+        owner = np.repeat(np.arange(len(wanted)), sizes)
+        if rarer_than <= 0:
+            self._fetch_posted(np.unique(keys).tolist())
+            return
+        asked = np.unique(keys)
+        rare_keys = asked[self.frequencies(asked) < rarer_than]
+        self._fetch_posted(rare_keys.tolist())
+        rare = np.isin(keys, rare_keys)
+        keys, owner = keys[rare], owner[rare]
+        epoch = self._frequency_epoch()
+        committed = self._committed_sharing(keys, owner, len(wanted), min_shared)
+        partners = _sharing_pairs(keys, owner, min_shared)
+        for q, query in enumerate(wanted):
+            self._probes[query, rarer_than, min_shared] = (
+                epoch,
+                bool(committed[q]),
+                [wanted[other] for other in partners.get(q, ())],
+            )
+        # Rows put before these queries were known, or by queries of another prefetch, may
+        # share keys with them unseen.
+        self._probed = set(wanted)
+        self._foreign_rows = self._rows.posted_rows
+
+    def _committed_sharing(
+        self, keys: np.ndarray, owner: np.ndarray, queries: int, min_shared: int
+    ) -> np.ndarray:
+        """For each of `queries` (owning `keys`, fetched), whether a committed row is posted
+        under `min_shared` of its keys."""
+        hits = self._posted_hits
+        # Most keys are no committed row's: only those that are are walked.
+        some = np.isin(keys, np.fromiter(hits, dtype=np.uint32, count=len(hits)))
+        pairs = [
+            (q << 128) | row
+            for key, q in zip(keys[some].tolist(), owner[some].tolist(), strict=True)
+            for row in hits[key]
+        ]
+        found = np.zeros(queries, dtype=bool)
+        if len(pairs) >= min_shared:
+            for pair, n in Counter(pairs).items():
+                if n >= min_shared:
+                    found[pair >> 128] = True
+        return found
 
     def _fetch_posted(self, keys: Iterable[int]) -> None:
-        hits = self._posted_hits
-        missing = set(keys).difference(hits)
+        missing = set(keys).difference(self._posted_fetched)
         if missing:
             found = self._index.posted_rows(list(missing))
-            hits.update(dict.fromkeys(missing, ()))
+            self._posted_fetched.update(missing)
             for key, (segments, seqs) in found.items():
-                hits[key] = list(zip(segments, seqs, strict=True))
+                self._posted_hits[key] = [
+                    (segment << 64) | seq for segment, seq in zip(segments, seqs, strict=True)
+                ]
 
     def _frequency_epoch(self) -> tuple[int | None, int]:
         """What the window's counts have only grown since, while it stays the same: the
@@ -364,59 +418,62 @@ class Batch:
         self._grew_answer = (since, now, grew)
         return grew
 
-    def _rare_keys(self, keys: Sequence[int], rarer_than: int, min_shared: int) -> list[int]:
-        """Those of `keys` fewer rows of the window carry than `rarer_than`, or none when no
-        row can be posted under `min_shared` of them. Counts that have only grown since a
-        prefetch asked them leave rare only keys that were rare then: when those few give no
-        row enough keys, the counts need not be read."""
-        asked, rare = self._rare.get(rarer_than, (set(), set()))
-        since = self._rare_epoch.get(rarer_than)
-        if since is not None and asked.issuperset(keys) and self._counts_only_grew(since):
-            were = [key for key in keys if key in rare]
-            if len(were) < min_shared or not self._posted_shares(were, min_shared):
-                return []
-        ordered = np.array(keys, dtype=np.uint32)
+    def _rules_out(self, posted: bytes, rarer_than: int, min_shared: int) -> bool:
+        """Whether no row can be posted under `min_shared` of the keys of `posted` rare now,
+        as its prefetch found (`prefetch_posted`), without reading a count: the counts have
+        only grown since, so no key is rare now that was not then, and no row put since
+        shares enough of them but those of the queries it named."""
+        probe = self._probes.get((posted, rarer_than, min_shared))
+        if probe is None or self._foreign_rows or not self._counts_only_grew(probe[0]):
+            return False
+        _, committed, partners = probe
+        if committed:
+            return False
+        put = self._rows.posted_set
+        return posted not in put and not any(p in put for p in partners)
+
+    def _rare_keys(self, posted: bytes, rarer_than: int) -> list[int]:
+        """The keys of `posted` fewer rows of the window carry than `rarer_than`."""
+        ordered = np.frombuffer(posted, dtype="<u4")
         found: list[int] = ordered[self.frequencies(ordered) < rarer_than].tolist()
         return found
 
-    def _posted_shares(self, keys: Sequence[int], min_shared: int) -> bool:
-        """Whether any row, committed or this batch's, may be posted under `min_shared` of
-        `keys`."""
-        return bool(self._posted_candidates(keys, min_shared, 0, resolve=False))
-
     def _posted_candidates(
-        self, keys: Sequence[int], min_shared: int, rarer_than: int, resolve: bool = True
+        self, posted: bytes, min_shared: int, rarer_than: int
     ) -> list[BandCandidate]:
-        """The rows, committed and this batch's, posted under at least `min_shared` of
-        `keys` (with `rarer_than`, of those fewer rows of the window carry), live or not,
-        with how many; without `resolve`, committed rows are not named (article id "")."""
+        """The rows, committed and this batch's, posted under at least `min_shared` of the
+        keys of `posted` (with `rarer_than`, of those fewer rows of the window carry), live
+        or not, with how many."""
         if rarer_than > 0:
-            keys = self._rare_keys(keys, rarer_than, min_shared)
+            if self._rules_out(posted, rarer_than, min_shared):
+                return []
+            keys = self._rare_keys(posted, rarer_than)
             if len(keys) < min_shared:
                 return []
-        if resolve:  # else asked of keys a prefetch searched (`_rare_keys`)
-            self._fetch_posted(keys)
+        else:
+            keys = np.frombuffer(posted, dtype="<u4").tolist()
+        self._fetch_posted(keys)
         # Most keys of most articles are no other row's: fewer than `min_shared` keys with
         # rows leave no row enough of them, and nothing is counted.
-        found = [rows for rows in map(self._posted_hits.__getitem__, keys) if rows]
+        found = [rows for rows in map(self._posted_hits.get, keys) if rows]
         candidates = self._rows.posted_under(keys, min_shared)
         if len(found) < min_shared:
             return candidates
-        shared: Counter[tuple[int, int]] = Counter()
+        shared: Counter[int] = Counter()
         for rows in found:
             shared.update(rows)
         rows = [row for row, n in shared.items() if n >= min_shared]
         if not rows:
             return candidates
-        if not resolve:
-            return [*candidates, *(BandCandidate(seq, "", shared[seg, seq]) for seg, seq in rows)]
         unknown = [row for row in rows if row not in self._row_ids]
         if unknown:
-            ids = self._index.row_ids([seg for seg, _ in unknown], [seq for _, seq in unknown])
+            ids = self._index.row_ids(
+                [row >> 64 for row in unknown], [row & _SEQ for row in unknown]
+            )
             self._row_ids.update(zip(unknown, ids, strict=True))
             self.prefetch_records(i for i in ids if i is not None)
         candidates.extend(
-            BandCandidate(row[1], article_id, shared[row])
+            BandCandidate(row & _SEQ, article_id, shared[row])
             for row in rows
             if (article_id := self._row_ids[row]) is not None
         )
@@ -485,7 +542,9 @@ class Batch:
         if not late:
             seq = self._next_seq
             self._next_seq += 1
-            self._rows.add(seq, record)
+            posted = self._rows.add(seq, record)
+            if posted and posted not in self._probed:
+                self._foreign_rows += 1
             if self._pending_frequencies.counts(record.payload):
                 segment = event_time_ms // self._segment_ms
                 self._pending_frequencies.count(segment, record.shingles, 1, seq)
@@ -610,3 +669,32 @@ class Batch:
         self.prefetch_records(hit.article_id for hits in found for hit in hits)
         for simhash, hits in zip(simhashes, found, strict=True):
             self._hits[simhash] = hits
+
+
+def _sharing_pairs(keys: np.ndarray, owner: np.ndarray, min_shared: int) -> dict[int, list[int]]:
+    """For each owner, the other owners holding `min_shared` or more of its keys (each
+    owner's keys distinct)."""
+    # Only keys two or more owners hold are walked: most are one owner's.
+    order = np.argsort(keys, kind="stable")
+    keys, owner = keys[order], owner[order]
+    repeated = np.zeros(len(keys), dtype=bool)
+    if len(keys) > 1:
+        same = keys[1:] == keys[:-1]
+        repeated[1:] |= same
+        repeated[:-1] |= same
+    by_key: dict[int, list[int]] = defaultdict(list)
+    for key, q in zip(keys[repeated].tolist(), owner[repeated].tolist(), strict=True):
+        by_key[key].append(q)
+    shared: Counter[tuple[int, int]] = Counter(
+        (a, b)
+        for owners in by_key.values()
+        if len(owners) > 1
+        for a in owners
+        for b in owners
+        if a != b
+    )
+    partners: dict[int, list[int]] = defaultdict(list)
+    for (a, b), n in shared.items():
+        if n >= min_shared:
+            partners[a].append(b)
+    return partners

@@ -68,11 +68,16 @@ class PendingRows:
         self._band_neighbours: dict[bytes, list[tuple[int, int]]] = {}
         # The rows by each key they are posted under (`FrequencyPolicy.posted`).
         self._posted = posted
-        self._by_posted: dict[int, list[int]] = defaultdict(list)
+        # A key one row has maps to that row (an int, which the garbage collector does not
+        # walk: most keys are one row's), a key of several to a list of them.
+        self._by_posted: dict[int, int | list[int]] = {}
         self._posted_keys: list[bytes] = []
+        # The distinct posted keys of the rows, each a row's whole set.
+        self.posted_set: set[bytes] = set()
 
-    def add(self, seq: int, record: ArticleRecord) -> None:
-        """Row `seq` of `record` (its event time already clamped), searchable at once."""
+    def add(self, seq: int, record: ArticleRecord) -> bytes:
+        """Row `seq` of `record` (its event time already clamped), searchable at once; its
+        posted keys."""
         n = len(self._fp)
         self._fp.append(record.simhash)
         self._by_fp[record.simhash].append(n)
@@ -90,9 +95,18 @@ class PendingRows:
         posted = b""
         if self._posted is not None and record.shingles:
             posted = self._posted(record.shingles)
+            by_posted = self._by_posted
             for key in np.frombuffer(posted, dtype="<u4").tolist():
-                self._by_posted[key].append(n)
+                held = by_posted.setdefault(key, n)
+                if held != n:
+                    if isinstance(held, int):
+                        by_posted[key] = [held, n]
+                    else:
+                        held.append(n)
         self._posted_keys.append(posted)
+        if posted:
+            self.posted_set.add(posted)
+        return posted
 
     def probe_fingerprints(self, fingerprints: Sequence[int]) -> None:
         """Make the new ones of `fingerprints` probes, searched among all probes at once."""
@@ -171,15 +185,23 @@ class PendingRows:
         ]
         return [BandCandidate(self._seq[i], self._article_id[i], 0) for i in close]
 
+    @property
+    def posted_rows(self) -> int:
+        """How many rows have posted keys."""
+        return sum(1 for posted in self._posted_keys if posted)
+
     def posted_under(self, keys: Sequence[int], min_shared: int) -> list[BandCandidate]:
         """The rows posted under at least `min_shared` of these keys, live or not, with how
         many of them."""
-        found = [rows for rows in map(self._by_posted.get, keys) if rows]
+        found = [rows for rows in map(self._by_posted.get, keys) if rows is not None]
         if len(found) < min_shared:
             return []
         shared: Counter[int] = Counter()
         for rows in found:
-            shared.update(rows)
+            if isinstance(rows, int):
+                shared[rows] += 1
+            else:
+                shared.update(rows)
         return [
             BandCandidate(self._seq[i], self._article_id[i], n)
             for i, n in shared.items()

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
+from functools import lru_cache
 from statistics import median
 
 import numpy as np
@@ -203,7 +204,14 @@ class StoryStarters:
         return np.append(keys, np.uint32(STORIES_KEY)) if len(keys) else keys
 
     def posted(self, shingles: bytes) -> bytes:
-        return posted_keys(shingles).astype("<u4").tobytes()
+        return posted_bytes(shingles)
+
+
+@lru_cache(maxsize=8192)
+def posted_bytes(shingles: bytes) -> bytes:
+    """`posted_keys` as little-endian u32: asked of each article by the batch's prefetch, its
+    search and its put, so kept for a batch's worth of articles."""
+    return posted_keys(shingles).astype("<u4").tobytes()
 
 
 def posted_keys(shingles: bytes) -> np.ndarray:

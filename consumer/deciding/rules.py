@@ -40,11 +40,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-import numpy as np
-
 from consumer.config import MatchConfig
 from consumer.deciding import corrections, stored
-from consumer.deciding.boilerplate import MIN_SHARED_RARE_KEYS, ArticleBoilerplate, posted_keys
+from consumer.deciding.boilerplate import (
+    MIN_SHARED_RARE_KEYS,
+    STORY_STARTERS,
+    ArticleBoilerplate,
+)
 from consumer.deciding.stored import StoredDecision
 from consumer.fingerprint.shingles import bottom_jaccard
 from consumer.fingerprint.sketch import estimate, same_letters, shingled_by_words
@@ -195,9 +197,12 @@ def prefetch(batch: Batch, items: Sequence[Analyzed], rules: MatchRules = DEFAUL
     batch.prefetch([(a.simhash, a.content_hash, a.event_time_ms) for a in items])
     if _searches_bands(rules):
         batch.prefetch_bands([a.bands for a in items], rules.band_min_shared)
-    if _searches_rare_keys(rules) and items:
-        keys = np.concatenate([posted_keys(a.shingles) for a in items])
-        batch.prefetch_posted(keys, rules.boilerplate_min_articles)
+    if _searches_rare_keys(rules):
+        batch.prefetch_posted(
+            [STORY_STARTERS.posted(a.shingles) for a in items],
+            rules.boilerplate_min_articles,
+            MIN_SHARED_RARE_KEYS,
+        )
     batch.prefetch_records([a.id for a in items])
 
 
@@ -302,7 +307,7 @@ def _search(
         bands=article.bands if _searches_bands(rules) else b"",
         min_shared_bands=rules.band_min_shared,
         band_limit=NEIGHBOURHOOD if wide else rules.band_candidates,
-        posted=posted_keys(shingles).tolist() if rare_keys else (),
+        posted=STORY_STARTERS.posted(shingles) if rare_keys else b"",
         min_shared_posted=MIN_SHARED_RARE_KEYS,
         posted_limit=NEIGHBOURHOOD if wide else RARE_KEY_CANDIDATES,
         posted_rarer_than=rules.boilerplate_min_articles,

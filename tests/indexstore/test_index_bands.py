@@ -9,13 +9,15 @@ import struct
 from pathlib import Path
 
 import hypothesis.strategies as st
+import numpy as np
 import pytest
 from database_contents import database_contents
 from hypothesis import HealthCheck, given, settings
-from index_reference import NOW_MS, SKEW_MS, ReferenceIndex, program_index
+from index_reference import NOW_MS, POSTED_BYTES, SKEW_MS, ReferenceIndex, program_index
 
 from indexstore import (
     ArticleRecord,
+    Batch,
     IndexOptions,
     IndexStore,
     IndexStoreError,
@@ -56,9 +58,11 @@ shingle_values = st.one_of(
     st.sampled_from([b"", b"S", b"SC\x03\x01\xff"]),
     st.binary(max_size=40),
 )
-posted_keys = st.lists(st.sampled_from(list(ALPHABET)), max_size=5, unique=True) | st.lists(
-    st.integers(0, 255), max_size=6, unique=True
-)
+# Sorted like a row's own keys, so that a search may ask exactly what a put posts.
+posted_keys = (
+    st.lists(st.sampled_from(list(ALPHABET)), max_size=5, unique=True)
+    | st.lists(st.integers(0, 255), max_size=6, unique=True)
+).map(sorted)
 
 put_op = st.tuples(
     st.just("put"), ids, fingerprints, content_hashes, times, some_bands, shingle_values
@@ -75,6 +79,7 @@ search_op = st.tuples(
     st.sampled_from([1, 4, 100]),
     posted_keys,
     st.sampled_from([1, 2, 3]),
+    st.sampled_from([0, 1]),  # asked of keys fewer than 1 row counts: all (PostedBytes)
 )
 # The last flag: the batch first prefetches the band candidates of all its searches at once.
 batch_step = st.tuples(
@@ -90,6 +95,10 @@ steps = st.lists(
     st.one_of(batch_step, batch_step, batch_step, bulk_step, expire_step, reopen_step),
     max_size=10,
 )
+
+
+def as_posted(keys: list[int]) -> bytes:
+    return np.array(keys, dtype="<u4").tobytes()
 
 
 def record(op: tuple) -> ArticleRecord:
@@ -122,7 +131,12 @@ def run_program(k: int, expected: int, program: list) -> None:
                     searches = [op for op in ops if op[0] == "search"]
                     for least in {op[7] for op in searches}:
                         batch.prefetch_bands([op[6] for op in searches], least)
-                    batch.prefetch_posted(key for op in searches for key in op[9])
+                    # As the decider does: what the searches ask and what the puts post.
+                    queries = [as_posted(op[9]) for op in searches]
+                    queries += [POSTED_BYTES.posted(op[6]) for op in ops if op[0] == "put"]
+                    for least in {op[10] for op in searches} | {1}:
+                        batch.prefetch_posted(queries, 1, least)
+                    batch.prefetch_posted(queries)
                 for op in ops:
                     if op[0] == "put":
                         put = record(op)
@@ -132,7 +146,20 @@ def run_program(k: int, expected: int, program: list) -> None:
                         assert batch.lookup(put.article_id) == ref.lookup(put.article_id)
                         assert batch.shingles(put.article_id) == ref.shingles(put.article_id)
                     else:
-                        _, fp, ch, t, exclude, limit, bands, least, most, keys, posted_least = op
+                        (
+                            _,
+                            fp,
+                            ch,
+                            t,
+                            exclude,
+                            limit,
+                            bands,
+                            least,
+                            most,
+                            keys,
+                            posted_least,
+                            rarer,
+                        ) = op
                         got = batch.search(
                             fp,
                             ch,
@@ -142,9 +169,10 @@ def run_program(k: int, expected: int, program: list) -> None:
                             bands=bands,
                             min_shared_bands=least,
                             band_limit=most,
-                            posted=keys,
+                            posted=as_posted(keys),
                             min_shared_posted=posted_least,
                             posted_limit=most,
+                            posted_rarer_than=rarer,
                         )
                         expected = ref.search(
                             fp,
@@ -195,11 +223,16 @@ def run_program(k: int, expected: int, program: list) -> None:
                     assert got == ref.search(0, b"\0" * 16, NOW_MS, None, 1, bands, least, 100)
         # And every set of posted keys of the alphabet.
         every_keys = [[k for k in ALPHABET if mask >> (k - 1) & 1] for mask in range(32)]
-        batch.prefetch_posted(ALPHABET[:3])  # the others searched one by one
+        batch.prefetch_posted([as_posted(k) for k in every_keys[:8]])  # the others one by one
         for keys in every_keys:
             for least in (1, 2, 3):
                 got = batch.search(
-                    0, b"\0" * 16, NOW_MS, posted=keys, min_shared_posted=least, posted_limit=100
+                    0,
+                    b"\0" * 16,
+                    NOW_MS,
+                    posted=as_posted(keys),
+                    min_shared_posted=least,
+                    posted_limit=100,
                 )
                 expected = ref.search(
                     0, b"\0" * 16, NOW_MS, None, 1, b"", 2, 4, tuple(keys), least, 100
@@ -274,6 +307,45 @@ def test_a_batch_finds_its_own_rows_by_band_keys_whichever_was_probed_first(
         assert found(last, 8) == [("c", 16), ("b", 8)]
         assert found(both, 9) == [("b", 16)]
         assert found(both, 8, limit=5) == [("b", 16), ("a", 8), ("d", 8), ("c", 8)]
+    store.close()
+
+
+def test_a_batch_finds_its_own_rows_by_rare_posted_keys_after_a_prefetch(tmp_path: Path) -> None:
+    # Rows are posted under the bytes of their shingles (PostedBytes), which count nothing:
+    # every key is rare. The prefetch learns that no committed row shares two keys with any
+    # query; the rows the batch puts afterwards must still be found.
+    store = IndexStore.open(
+        tmp_path / "index", OPTIONS, clock=lambda: NOW, frequencies=POSTED_BYTES
+    )
+    with store.begin() as batch:
+        batch.put(rec("old", NOW - 9, b"\x07\x08\x09"))
+    a, q, far = b"\x01\x02\x03", b"\x02\x03\x04", b"\x05\x06\x07"
+    queries = [POSTED_BYTES.posted(s) for s in (a, q, far)]
+
+    def found(batch: Batch, shingles: bytes) -> list[tuple[str, int]]:
+        result = batch.search(
+            7 ^ (2**64 - 1),
+            b"q" * 16,
+            NOW,
+            posted=POSTED_BYTES.posted(shingles),
+            min_shared_posted=2,
+            posted_rarer_than=1,
+        )
+        return [(m.article_id, m.shared_bands) for m in result.posted_matches]
+
+    with store.begin() as batch:
+        batch.prefetch_posted(queries, 1, 2)
+        assert found(batch, q) == []
+        batch.put(rec("a", NOW - 3, a))  # a query the prefetch knew, sharing two keys with q
+        assert found(batch, q) == [("a", 2)]
+        assert found(batch, far) == []
+        batch.abort()
+    with store.begin() as batch:
+        batch.prefetch_posted(queries, 1, 2)
+        batch.put(rec("b", NOW - 2, b"\x06\x07\x09"))  # a query it did not know
+        assert found(batch, far) == [("b", 2)]
+        assert found(batch, b"\x07\x08\x09") == [("old", 3), ("b", 2)]
+        batch.abort()
     store.close()
 
 
