@@ -38,9 +38,14 @@ and this rule.
 One rule gives flags: a copy that carries a page template on one side only, or another site's
 on each, can have texts sharing less than `[match] min_jaccard` however little it was edited.
 Its pair is a copy when, left without the window's templates, the two samples tell one story by
-a clear margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`). It reaches only
-the pairs the sketch does not refuse first (an estimate at most `[match] verify_margin` below
-`min_jaccard`): a template that outweighs the story several times over is not undone.
+a clear margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`). Such a copy is
+often a candidate of neither SimHash nor bands, both taken over the whole text: the index also
+posts every article under the shingle values of its long sample's range (`posted_keys`), and
+an article asks for those of its own that few stories of the window carry, which no template's
+are (`MIN_SHARED_RARE_KEYS`, consumer/deciding/rules.py). The sketch, which counts the
+templates in, does not refuse a candidate found so; of a SimHash or band candidate the rule
+reaches only the pairs the sketch does not refuse first (an estimate at most `[match]
+verify_margin` below `min_jaccard`).
 """
 
 from __future__ import annotations
