@@ -37,7 +37,7 @@ from indexstore.layout import Layout
 from indexstore.model import ArticleRecord, Match, SearchResult
 from indexstore.pending_frequencies import PendingFrequencies
 from indexstore.pending_rows import PendingRows
-from indexstore.ranking import LiveRecord, rank_near, rank_posted, rank_sharing
+from indexstore.ranking import LiveRecord, rank_near, rank_shared, rank_sharing
 from indexstore.window import is_late, window_start
 
 # What a prefetched query learned (`Batch.prefetch_posted`): the counts' epoch then, whether
@@ -310,7 +310,7 @@ class Batch:
             if exclude_id is not None:
                 skipped.add(exclude_id)
             sharing = self._posted_candidates(posted, min_shared_posted, posted_rarer_than)
-            posted_matches = rank_posted(
+            posted_matches = rank_shared(
                 sharing, live, simhash, content_hash, min_shared_posted, skipped, posted_limit
             )
         return SearchResult(

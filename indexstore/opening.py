@@ -10,7 +10,7 @@ import rocksdict, numpy and indexstore.encoding, .errors, .model, .commit, .cata
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,29 +210,27 @@ def read_row_shingles(catalog: Catalog, segment_ms: int) -> tuple[np.ndarray, li
     """(seqs, shingles) of every searchable record whose row is still stored, for the posted
     keys of the search tables: a pass over every record and a read of every row's shingles
     (done only when no snapshot of the tables is valid)."""
-    segments: list[int] = []
-    seqs: list[int] = []
-    for generation in catalog.generations.values():
-        it = generation.cf.iter()
-        it.seek_to_first()
-        while it.valid():
-            event_time_ms, seq = enc.record_row(it.value())
-            segment = event_time_ms // segment_ms
-            if seq is not None and segment in catalog.segments:
-                segments.append(segment)
-                seqs.append(seq)
-            it.next()
-        del it
-    shingles: list[bytes] = []
-    for start in range(0, len(seqs), _SHINGLES_PER_READ):
-        part = slice(start, start + _SHINGLES_PER_READ)
-        shingles += [s or b"" for s in catalog.read_shingles(segments[part], seqs[part])]
+    segments, seqs = _live_rows(catalog, segment_ms, lambda payload: True)
+    shingles = [s or b"" for s in _read_shingles(catalog, segments, seqs)]
     return np.array(seqs, dtype=np.uint64), shingles
 
 
 def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int) -> FrequencyTable:
     """The key frequencies of every searchable record that `policy` counts, read from disk:
     a pass over every record, and the shingles of those counted."""
+    segments, seqs = _live_rows(catalog, segment_ms, policy.counts)
+    table = FrequencyTable()
+    for segment, shingles in zip(segments, _read_shingles(catalog, segments, seqs), strict=True):
+        if shingles:
+            table.add(segment, policy.keys(shingles))
+    return table
+
+
+def _live_rows(
+    catalog: Catalog, segment_ms: int, wanted: Callable[[bytes], bool]
+) -> tuple[list[int], list[int]]:
+    """(segments, seqs) of the searchable records whose row is still stored (its segment has
+    not expired) and whose payload is `wanted`."""
     segments: list[int] = []
     seqs: list[int] = []
     for generation in catalog.generations.values():
@@ -241,18 +239,18 @@ def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int)
         while it.valid():
             record, seq = enc.decode_record("", it.value())
             segment = record.event_time_ms // segment_ms
-            live = segment in catalog.segments  # else its row has expired
-            if seq is not None and live and policy.counts(record.payload):
+            if seq is not None and segment in catalog.segments and wanted(record.payload):
                 segments.append(segment)
                 seqs.append(seq)
             it.next()
         del it
-    table = FrequencyTable()
+    return segments, seqs
+
+
+def _read_shingles(catalog: Catalog, segments: list[int], seqs: list[int]) -> list[bytes | None]:
+    """The shingles of these rows, read in parts of `_SHINGLES_PER_READ`."""
+    found: list[bytes | None] = []
     for start in range(0, len(seqs), _SHINGLES_PER_READ):
         part = slice(start, start + _SHINGLES_PER_READ)
-        for segment, shingles in zip(
-            segments[part], catalog.read_shingles(segments[part], seqs[part]), strict=True
-        ):
-            if shingles:
-                table.add(segment, policy.keys(shingles))
-    return table
+        found += catalog.read_shingles(segments[part], seqs[part])
+    return found

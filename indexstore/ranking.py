@@ -6,7 +6,7 @@ current record still points at it, in the window) and None otherwise. The orders
 contract callers decide by, so they are kept in one place, apart from how the candidates were
 found: by distance, then exact content before near, then earliest, then row (`rank_near`); by
 band keys shared, most first, then earliest, then article id (`rank_sharing`); likewise by
-posted keys shared (`rank_posted`). It may import
+posted keys shared (`rank_shared`). It may import
 indexstore.bands, .commit and .model.
 """
 
@@ -69,36 +69,15 @@ def rank_sharing(
     """The live candidates not `skipped` that share at least `min_shared` band keys with
     `bands`, most shared first, then earliest, then article id, at most `limit`, each with
     its true distance from `simhash` (which may exceed k) and the keys it shares."""
-    ranked = []
-    for seq, article_id, _ in candidates:
-        if article_id in skipped:
-            continue
-        record = live(seq, article_id)
-        if record is None:
-            continue
+
+    def shared(record: ArticleRecord, _: int) -> int:
         # The tables' count is an upper bound: the record's keys say how many are shared.
-        shared = shared_bands(record.bands, bands)
-        if shared < min_shared:
-            continue
-        ranked.append(
-            (
-                (-shared, record.event_time_ms, article_id),
-                Match(
-                    article_id,
-                    (record.simhash ^ simhash).bit_count(),
-                    record.content_hash == content_hash,
-                    record.event_time_ms,
-                    record.payload,
-                    record.sketch,
-                    shared,
-                ),
-            )
-        )
-    ranked.sort(key=lambda item: item[0])
-    return tuple(m for _, m in ranked[: max(limit, 0)])
+        return shared_bands(record.bands, bands)
+
+    return rank_shared(candidates, live, simhash, content_hash, min_shared, skipped, limit, shared)
 
 
-def rank_posted(
+def rank_shared(
     candidates: Iterable[BandCandidate],
     live: LiveRecord,
     simhash: int,
@@ -106,16 +85,21 @@ def rank_posted(
     min_shared: int,
     skipped: Container[str],
     limit: int,
+    count: Callable[[ArticleRecord, int], int] = lambda _, found: found,
 ) -> tuple[Match, ...]:
-    """The live candidates not `skipped` posted under at least `min_shared` of the query's
-    keys (their counts are exact), most shared first, then earliest, then article id, at most
-    `limit`, each with its true distance from `simhash`."""
+    """The live candidates not `skipped` sharing at least `min_shared` keys with the query,
+    most first, then earliest, then article id, at most `limit`, each with its true distance
+    from `simhash`. How many a candidate shares is `count` of its record and of what the
+    search counted (by default that count: exact for posted keys)."""
     ranked = []
-    for seq, article_id, shared in candidates:
-        if shared < min_shared or article_id in skipped:
+    for seq, article_id, found in candidates:
+        if article_id in skipped:
             continue
         record = live(seq, article_id)
         if record is None:
+            continue
+        shared = count(record, found)
+        if shared < min_shared:
             continue
         ranked.append(
             (

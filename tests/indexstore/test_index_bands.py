@@ -146,20 +146,7 @@ def run_program(k: int, expected: int, program: list) -> None:
                         assert batch.lookup(put.article_id) == ref.lookup(put.article_id)
                         assert batch.shingles(put.article_id) == ref.shingles(put.article_id)
                     else:
-                        (
-                            _,
-                            fp,
-                            ch,
-                            t,
-                            exclude,
-                            limit,
-                            bands,
-                            least,
-                            most,
-                            keys,
-                            posted_least,
-                            rarer,
-                        ) = op
+                        _, fp, ch, t, exclude, limit, bands, least, most, keys, p_least, rarer = op
                         got = batch.search(
                             fp,
                             ch,
@@ -170,23 +157,12 @@ def run_program(k: int, expected: int, program: list) -> None:
                             min_shared_bands=least,
                             band_limit=most,
                             posted=as_posted(keys),
-                            min_shared_posted=posted_least,
+                            min_shared_posted=p_least,
                             posted_limit=most,
                             posted_rarer_than=rarer,
                         )
-                        expected = ref.search(
-                            fp,
-                            ch,
-                            t,
-                            exclude,
-                            limit,
-                            bands,
-                            least,
-                            most,
-                            tuple(keys),
-                            posted_least,
-                            most,
-                        )
+                        asked = (fp, ch, t, exclude, limit, bands, least, most)
+                        expected = ref.search(*asked, tuple(keys), p_least, most)
                         assert got == expected
                 if commit:
                     batch.commit()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from unittest import mock
@@ -105,42 +105,52 @@ class ReferenceIndex:
             )
         ranked.sort(key=lambda x: x[0])
         matches = tuple(m for _, m in ranked[:limit])
-        band_matches: list[tuple[tuple[int, int, str], Match]] = []
         skipped = {m.article_id for m in matches} | {exclude_id}
-        for article_id, (rec, seq, _) in self.records.items() if bands else ():
-            if seq is None or article_id in skipped:
-                continue
-            if start is not None and rec.event_time_ms < start:
-                continue
-            shared = shared_bands(rec.bands, bands)
-            if not rec.bands or shared < min_shared_bands:
-                continue
-            d = (rec.simhash ^ simhash).bit_count()
-            band_matches.append(
-                (
-                    (-shared, rec.event_time_ms, article_id),
-                    Match(
-                        article_id,
-                        d,
-                        rec.content_hash == content_hash,
-                        rec.event_time_ms,
-                        rec.payload,
-                        rec.sketch,
-                        shared,
-                    ),
-                )
+
+        def banded_with(rec: ArticleRecord) -> int:
+            return shared_bands(rec.bands, bands) if rec.bands else 0
+
+        banded = (
+            self._sharing(
+                simhash, content_hash, start, skipped, banded_with, min_shared_bands, band_limit
             )
-        band_matches.sort(key=lambda x: x[0])
-        banded = tuple(m for _, m in band_matches[:band_limit])
+            if bands
+            else ()
+        )
         skipped |= {m.article_id for m in banded}
-        posted_matches: list[tuple[tuple[int, int, str], Match]] = []
-        for article_id, (rec, seq, _) in self.records.items() if posted else ():
+
+        def posted_with(rec: ArticleRecord) -> int:
+            return len(set(rec.shingles) & set(posted))
+
+        by_posted = (
+            self._sharing(
+                simhash, content_hash, start, skipped, posted_with, min_shared_posted, posted_limit
+            )
+            if posted
+            else ()
+        )
+        return SearchResult(matches, t, start is not None and t < start, clamped, banded, by_posted)
+
+    def _sharing(
+        self,
+        simhash: int,
+        content_hash: bytes,
+        start: int | None,
+        skipped: set[str | None],
+        shared_with: Callable[[ArticleRecord], int],
+        least: int,
+        limit: int,
+    ) -> tuple[Match, ...]:
+        """The live records not `skipped` sharing at least `least` keys by `shared_with`,
+        most first, then earliest, then article id, at most `limit`."""
+        ranked: list[tuple[tuple[int, int, str], Match]] = []
+        for article_id, (rec, seq, _) in self.records.items():
             if seq is None or article_id in skipped:
                 continue
             if start is not None and rec.event_time_ms < start:
                 continue
-            shared = len(set(rec.shingles) & set(posted))
-            if shared < min_shared_posted:
+            shared = shared_with(rec)
+            if shared < least:
                 continue
             d = (rec.simhash ^ simhash).bit_count()
             match = Match(
@@ -152,16 +162,9 @@ class ReferenceIndex:
                 rec.sketch,
                 shared,
             )
-            posted_matches.append(((-shared, rec.event_time_ms, article_id), match))
-        posted_matches.sort(key=lambda x: x[0])
-        return SearchResult(
-            matches,
-            t,
-            start is not None and t < start,
-            clamped,
-            banded,
-            tuple(m for _, m in posted_matches[:posted_limit]),
-        )
+            ranked.append(((-shared, rec.event_time_ms, article_id), match))
+        ranked.sort(key=lambda x: x[0])
+        return tuple(m for _, m in ranked[:limit])
 
     def put(self, record: ArticleRecord) -> None:
         t, clamped = self.clamp(record.event_time_ms)
