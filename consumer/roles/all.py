@@ -281,10 +281,11 @@ class AllStage:
         """What the event-time order releases now. When it releases nothing, the batch in
         flight is waited for, unless the last poll was full: then more is waiting on the
         broker, and reading it while the workers finish keeps both sides busy."""
-        released = list(self._order.release(limit))
+        span = self.config.index.retention.ms  # a batch stays inside one window (eventtime.py)
+        released = list(self._order.release(limit, span))
         if not released and self._in_flight is not None and not self._in_flight.backlog:
             self._settle()
-            released = list(self._order.release(limit))
+            released = list(self._order.release(limit, span))
         if not released:
             return None
         entries = released

@@ -68,6 +68,7 @@ class DecideStage:
             1,
             max_queued=self.full_config.scaleout.reorder_buffer,
             window=reorder_window(self.config),
+            span_ms=self.config.index.retention.ms,
         )
         self._last_commits: dict[int, tuple[int, str]] = {}
         # Reads the fingerprint role's committed offsets; assign()-free, it never joins.

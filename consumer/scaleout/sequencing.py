@@ -42,11 +42,14 @@ class Sequencer:
         clock: Callable[[], float] | None = None,
         max_queued: int = 50_000,
         window: ReorderWindow = NO_REORDER,
+        span_ms: int | None = None,
     ) -> None:
         self.idle_ms = idle_ms
         self.sources = sources  # feed partitions: a queue each
         self.max_queued = max_queued  # records held, over every owned partition
         self.window = window  # each feed partition's reorder window (stream/eventtime.py)
+        # The event time one batch may span: the index's retention (EventTimeOrder.release).
+        self.span_ms = span_ms
         self.overflowed = 0  # records let go without a waited-for queue (the buffer was full)
         # Totals of the partitions' event-time orders (EventTimeOrder.out_of_order, ...).
         self.out_of_order = 0
@@ -139,7 +142,7 @@ class Sequencer:
         out: list[Timed[Entry]] = []
         share = max(self.max_queued // max(len(self._partitions), 1), 1)
         for p in self._partitions.values():
-            for r in p.order.release(max(limit - len(out), 0)):
+            for r in p.order.release(max(limit - len(out), 0), self.span_ms):
                 self._mark_done(p, r.item)
                 out.append(r)
             # A full reorder buffer lets its earliest record go without the queues it waits for.

@@ -190,14 +190,22 @@ class _Queue(Generic[Item]):
                 return int(first_held)
         return at
 
-    def pop(self) -> tuple[Item, int | None]:
+    def pop(self) -> tuple[Item, int | None, int | None]:
+        """The head, its own time (None: undated) and the partition's time after it."""
         at = self.earliest()
-        seq, item, _, _ = self.items.popleft()
+        seq, item, own_time, _ = self.items.popleft()
         if self.minima and self.minima[0][1] == seq:
             self.minima.popleft()
         if at is not None and (self.time_ms is None or at > self.time_ms):
             self.time_ms = at
-        return item, self.time_ms
+        return item, own_time, self.time_ms
+
+    def time_after_pop(self) -> int | None:
+        """The partition's time once its head has left."""
+        at = self.earliest()
+        if at is not None and (self.time_ms is None or at > self.time_ms):
+            return at
+        return self.time_ms
 
     def first(self) -> Item | None:
         """The record queued first (lowest offset), wherever it waits."""
@@ -355,23 +363,51 @@ class EventTimeOrder(Generic[Item]):
         has a reason); it moves no time."""
         return self._queues[partition].remove_first()
 
-    def release(self, limit: int | None = None) -> Iterator[Timed[Item]]:
+    def release(
+        self, limit: int | None = None, span_ms: int | None = None
+    ) -> Iterator[Timed[Item]]:
         """Items in decision order, for as long as no assigned partition must be waited for;
-        at most `limit`."""
+        at most `limit`.
+
+        With `span_ms` (the index's retention), the items released stop before one that would
+        move the stream time so far that an item released before it, not late then, would be
+        out of the window: what one call releases is decided and committed as one batch, and
+        the index's expiry follows its watermark, so a batch that spans more event time than
+        the window would drop its own oldest articles at the next expiry. If its outputs then
+        failed (or the process was killed before its commit), the batch read again would find
+        them gone and decide them afresh, late, instead of answering them as they were."""
         now = self._clock()
         count = 0
+        oldest: int | None = None  # the earliest time released, of the items not late then
         while limit is None or count < limit:
             partition = self._earliest(now)
             if partition is None:
                 return
+            if span_ms is not None and oldest is not None:
+                after = self._stream_time_after(self._queues[partition])
+                if after is not None and after - span_ms > oldest:
+                    return
             count += 1
-            yield self._pop(partition, now)
+            timed, own_time = self._pop(partition, now)
+            at = timed.time_ms if own_time is None else own_time
+            stream = self.stream_time_ms
+            in_window = at is not None and (stream is None or at >= stream - (span_ms or 0))
+            if span_ms is not None and in_window:
+                oldest = at if oldest is None else min(oldest, at)
+            yield timed
+
+    def _stream_time_after(self, queue: _Queue[Item]) -> int | None:
+        """The stream time once `queue`'s head has left."""
+        after = queue.time_after_pop()
+        if after is None or (self.stream_time_ms is not None and self.stream_time_ms > after):
+            return self.stream_time_ms
+        return after
 
     def release_earliest(self) -> Timed[Item] | None:
         """The earliest queued item, whatever empty partition it would have waited for (the
         caller can hold no more); None when nothing is queued."""
         partition = self._earliest(None)
-        return None if partition is None else self._pop(partition, self._clock())
+        return None if partition is None else self._pop(partition, self._clock())[0]
 
     def _earliest(self, now: float | None) -> int | None:
         """The partition whose head leaves next; None when nothing is queued or (`now` given)
@@ -420,11 +456,12 @@ class EventTimeOrder(Generic[Item]):
         else:
             queue.release_aged(now - window.hold_ms / 1000)
 
-    def _pop(self, partition: int, now: float) -> Timed[Item]:
+    def _pop(self, partition: int, now: float) -> tuple[Timed[Item], int | None]:
+        """The head of `partition`, and its own time (None: undated)."""
         queue = self._queues[partition]
-        item, time_ms = queue.pop()
+        item, own_time, time_ms = queue.pop()
         if not queue.items:
             queue.empty_since = now
         if time_ms is not None and (self.stream_time_ms is None or time_ms > self.stream_time_ms):
             self.stream_time_ms = time_ms
-        return Timed(item, time_ms)
+        return Timed(item, time_ms), own_time

@@ -179,6 +179,35 @@ def _windowed(times: list[int | None], window: int, idle_ms: int = 1000) -> Even
     return order
 
 
+@given(
+    st.lists(st.lists(st.one_of(st.none(), st.integers(0, 200)), max_size=20), max_size=4),
+    st.integers(1, 60),
+    st.integers(1, 30),
+)
+def test_a_batch_never_outlives_its_own_articles_in_the_window(partitions, span, limit):
+    """Released in calls of at most `limit` with a window of `span`, the records leave in the
+    order one call gives them, and each call (a batch) stops before the stream time leaves
+    behind a record it released that was in the window then: the index's expiry after the
+    batch keeps all of them, so a batch read again can be answered as it was decided."""
+    whole = [r.item for r in _order(partitions).release()]
+    order = _order(partitions)
+    batches = []
+    while batch := list(order.release(limit, span)):
+        batches.append((batch, order.stream_time_ms))
+    assert [r.item for batch, _ in batches for r in batch] == whole
+    stream = None
+    for batch, end in batches:
+        assert len(batch) <= limit
+        for r in batch:
+            p, offset = r.item
+            own = partitions[p][offset]
+            at = r.time_ms if own is None else own
+            if r.time_ms is not None:
+                stream = r.time_ms if stream is None else max(stream, r.time_ms)
+            if at is not None and stream is not None and at >= stream - span:
+                assert end is None or at >= end - span, (batch, end)
+
+
 @st.composite
 def displaced(draw, window: int = 8):
     """A partition in time order with some records moved later by fewer than `window`

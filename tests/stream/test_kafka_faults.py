@@ -17,13 +17,7 @@ import urllib.error
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-)
+from confluent_kafka.admin import AdminClient, NewTopic
 from service_support import (
     NEWSDEDUP,
     ServiceProcess,
@@ -33,6 +27,7 @@ from service_support import (
     free_port,
     produce,
     read_all,
+    set_topic_config,
     wait_until,
 )
 
@@ -109,16 +104,6 @@ def test_no_broker_at_start_waits_with_backoff_then_serves(kafka_local, tmp_path
         assert sorted(r.key.decode() for r in records) == sorted(a["id"] for a in feed)
         wait_until(lambda: service.get("/readyz")[0] == 200, 30, what="ready")
         assert service.stop() == 0
-
-
-def set_topic_config(admin: AdminClient, topic: str, name: str, value: str) -> None:
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
-        incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
-    )
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
 
 
 def test_an_output_topic_that_refuses_records_stops_the_service_until_fixed(

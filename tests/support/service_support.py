@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 NEWSDEDUP = str(Path(sys.executable).parent / "newsdedup")
 
@@ -230,6 +231,17 @@ def committed_offsets(bootstrap: str, group_id: str, topic: str, partitions: int
         return [tp.offset for tp in tps]
     finally:
         consumer.close()
+
+
+def set_topic_config(admin: AdminClient, topic: str, name: str, value: str) -> None:
+    """What `kafka-configs --alter --add-config name=value` does to a topic."""
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition") -> None:
