@@ -244,6 +244,9 @@ class _Queue(Generic[Item]):
         self.held.clear()
         self.held_items.clear()
         self.held_order.clear()
+        # What is read again was counted as in or out of order when first read: only its
+        # order among itself counts again, not the order against what was queued before.
+        self.last_dated = self.latest_dated = None
         self.caught_up = False
         self.expecting = False
         self.empty_since = now
