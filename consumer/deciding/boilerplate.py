@@ -39,9 +39,8 @@ One rule gives flags: a copy that carries a page template on one side only, or a
 on each, can have texts sharing less than `[match] min_jaccard` however little it was edited.
 Its pair is a copy when, left without the window's templates, the two samples tell one story by
 a clear margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`). Such a copy is
-often a candidate of neither SimHash nor bands, both taken over the whole text: the index can
-also post every article under the shingle values of its long sample's range (`posted_keys`;
-switched off for now, `RARE_KEY_CANDIDATES_ON`), and
+often a candidate of neither SimHash nor bands, both taken over the whole text: the index also
+posts every article under the shingle values of its long sample's range (`posted_keys`), and
 an article asks for those of its own that few stories of the window carry, which no template's
 are (`MIN_SHARED_RARE_KEYS`, consumer/deciding/rules.py). The sketch, which counts the
 templates in, does not refuse a candidate found so; of a SimHash or band candidate the rule
@@ -138,12 +137,6 @@ STORY_MARGIN = 0.1
 # the templated cctv feed 74 of the 140 copies missed share at least three such keys, and an
 # article has 0.1 such candidates on average.
 MIN_SHARED_RARE_KEYS = 3
-# Off for now. Deciding with them costs ~25-50 µs an article, and at that pace a test of the
-# service finds a hole that was there before them: a retried batch behind later articles, read
-# around a SIGKILL, is decided late after the restart (tests/stream/test_event_time_through_
-# kafka.py, the exactly_once case; the build before them, slowed by 60 µs an article, fails it
-# too). Until that hole is closed no row is posted and no article asks.
-RARE_KEY_CANDIDATES_ON = False
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)
 _BOUNDS = np.array([*DENSER_BOUNDS, COUNTED_BELOW], dtype=np.uint64)
@@ -216,7 +209,7 @@ class StoryStarters:
         return np.append(keys, np.uint32(STORIES_KEY)) if len(keys) else keys
 
     def posted(self, shingles: bytes) -> bytes:
-        return posted_bytes(shingles) if RARE_KEY_CANDIDATES_ON else b""
+        return posted_bytes(shingles)
 
 
 @lru_cache(maxsize=8192)

@@ -13,8 +13,7 @@ index's distance (closest first); then, when none of those is accepted, articles
 least `band_min_shared` of the 16 band keys (consumer/fingerprint/shingles.py), which finds
 copies whose SimHash moved farther (a truncation, an inserted paragraph, many small edits);
 then articles sharing rare shingle keys with it, which finds a copy under another page
-template (consumer/deciding/boilerplate.py, `MIN_SHARED_RARE_KEYS`; switched off for now,
-`RARE_KEY_CANDIDATES_ON`).
+template (consumer/deciding/boilerplate.py, `MIN_SHARED_RARE_KEYS`).
 
 Verification (`MatchRules`): SimHash at the distance news needs for recall also brings unrelated
 articles on the same topic, so a candidate whose text is not identical must also share enough
@@ -45,7 +44,6 @@ from consumer.config import MatchConfig
 from consumer.deciding import corrections, stored
 from consumer.deciding.boilerplate import (
     MIN_SHARED_RARE_KEYS,
-    RARE_KEY_CANDIDATES_ON,
     STORY_STARTERS,
     ArticleBoilerplate,
 )
@@ -189,7 +187,7 @@ def _searches_bands(rules: MatchRules) -> bool:
 def _searches_rare_keys(rules: MatchRules) -> bool:
     """Whether the rare-keys channel is asked: not when only SimHash finds candidates
     (`band_candidates` = 0 or plain SimHash), nor without the window's counts."""
-    return RARE_KEY_CANDIDATES_ON and _searches_bands(rules) and rules.boilerplate_min_articles > 0
+    return _searches_bands(rules) and rules.boilerplate_min_articles > 0
 
 
 def prefetch(batch: Batch, items: Sequence[Analyzed], rules: MatchRules = DEFAULT_RULES) -> None:
