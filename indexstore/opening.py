@@ -206,19 +206,28 @@ def read_bands(generations: Iterable[Generation]) -> tuple[np.ndarray, list[byte
     return np.array(seqs, dtype=np.uint64), bands
 
 
-def read_row_shingles(catalog: Catalog, segment_ms: int) -> tuple[np.ndarray, list[bytes]]:
+def read_rows_and_frequencies(
+    catalog: Catalog, policy: FrequencyPolicy, segment_ms: int
+) -> tuple[np.ndarray, list[bytes], FrequencyTable]:
     """(seqs, shingles) of every searchable record whose row is still stored, for the posted
-    keys of the search tables: a pass over every record and a read of every row's shingles
-    (done only when no snapshot of the tables is valid)."""
-    segments, seqs = _live_rows(catalog, segment_ms, lambda payload: True)
+    keys of the search tables, and the key frequencies of those `policy` counts: one pass over
+    every record and one read of every row's shingles (done only when no snapshot of the
+    tables is valid)."""
+    segments, seqs, counted = _live_rows(catalog, segment_ms, policy.counts)
     shingles = [s or b"" for s in _read_shingles(catalog, segments, seqs)]
-    return np.array(seqs, dtype=np.uint64), shingles
+    table = FrequencyTable()
+    for segment, counts, text in zip(segments, counted, shingles, strict=True):
+        if counts and text:
+            table.add(segment, policy.keys(text))
+    return np.array(seqs, dtype=np.uint64), shingles, table
 
 
 def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int) -> FrequencyTable:
     """The key frequencies of every searchable record that `policy` counts, read from disk:
     a pass over every record, and the shingles of those counted."""
-    segments, seqs = _live_rows(catalog, segment_ms, policy.counts)
+    segments, seqs, counted = _live_rows(catalog, segment_ms, policy.counts)
+    segments = [s for s, counts in zip(segments, counted, strict=True) if counts]
+    seqs = [s for s, counts in zip(seqs, counted, strict=True) if counts]
     table = FrequencyTable()
     for segment, shingles in zip(segments, _read_shingles(catalog, segments, seqs), strict=True):
         if shingles:
@@ -227,24 +236,26 @@ def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int)
 
 
 def _live_rows(
-    catalog: Catalog, segment_ms: int, wanted: Callable[[bytes], bool]
-) -> tuple[list[int], list[int]]:
+    catalog: Catalog, segment_ms: int, counts: Callable[[bytes], bool]
+) -> tuple[list[int], list[int], list[bool]]:
     """(segments, seqs) of the searchable records whose row is still stored (its segment has
-    not expired) and whose payload is `wanted`."""
+    not expired), and whether `counts` counts each one's payload."""
     segments: list[int] = []
     seqs: list[int] = []
+    counted: list[bool] = []
     for generation in catalog.generations.values():
         it = generation.cf.iter()
         it.seek_to_first()
         while it.valid():
             record, seq = enc.decode_record("", it.value())
             segment = record.event_time_ms // segment_ms
-            if seq is not None and segment in catalog.segments and wanted(record.payload):
+            if seq is not None and segment in catalog.segments:
                 segments.append(segment)
                 seqs.append(seq)
+                counted.append(counts(record.payload))
             it.next()
         del it
-    return segments, seqs
+    return segments, seqs, counted
 
 
 def _read_shingles(catalog: Catalog, segments: list[int], seqs: list[int]) -> list[bytes | None]:

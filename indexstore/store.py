@@ -169,18 +169,22 @@ class IndexStore:
                 self._tables.append(rows.fingerprints, rows.segments, rows.seqs)
                 self._tables.add_bands(*opening.read_bands(found.generations.values()))
                 if self._policy is not None:
-                    seqs, shingles = opening.read_row_shingles(self._catalog, self._meta.segment_ms)
+                    # One read of the rows' shingles for their posted keys and the counts.
+                    seqs, shingles, counts = opening.read_rows_and_frequencies(
+                        self._catalog, self._policy, self._meta.segment_ms
+                    )
                     self._tables.add_posted(seqs, self._posted(shingles) or [])
-        self._count_frequencies()
+                    self._use_frequencies(counts)
+                    return
+        if self._policy is not None:
+            # The key frequencies of the committed rows, read from disk at open (~16 µs a
+            # row: every record is read, and the shingles of those counted).
+            self._use_frequencies(
+                opening.read_frequencies(self._catalog, self._policy, self._meta.segment_ms)
+            )
 
-    def _count_frequencies(self) -> None:
-        """The key frequencies of the committed rows, read from disk at open (~16 µs a row:
-        every record is read, and the shingles of those counted)."""
-        if self._policy is None:
-            return
-        self._frequencies = opening.read_frequencies(
-            self._catalog, self._policy, self._meta.segment_ms
-        )
+    def _use_frequencies(self, table: FrequencyTable) -> None:
+        self._frequencies = table
         self._frequencies.advance(self._first_counted_segment(self._watermark))
 
     def _first_counted_segment(self, watermark: int | None) -> int | None:

@@ -1,5 +1,7 @@
 """Key frequencies against a brute-force count: random programs of batches, bulk loads,
-expiry and reopening, the window moving through them."""
+expiry and reopening (with the tables' snapshot, or without it as after a crash: then the
+rows' shingles are read once for the posted keys and the counts), the window moving through
+them."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from index_reference import NOW_MS, SEGMENT_MS, SKEW_MS, ReferenceIndex, program_options
 
-from indexstore import ArticleRecord, IndexStore, RecordColumns
+from indexstore import ArticleRecord, IndexStore, RecordColumns, snapshot
 from indexstore.frequencies import first_segment
 
 KEYS = np.arange(12, dtype=np.uint32)
@@ -46,7 +48,9 @@ batch_step = st.tuples(
 bulk_step = st.tuples(st.just("bulk"), st.lists(put_op, max_size=8))
 expire_step = st.tuples(st.just("expire"), st.one_of(st.none(), st.integers(0, NOW_MS)))
 steps = st.lists(
-    st.one_of(batch_step, batch_step, bulk_step, expire_step, st.tuples(st.just("reopen"))),
+    st.one_of(
+        batch_step, batch_step, bulk_step, expire_step, st.tuples(st.just("reopen"), st.booleans())
+    ),
     max_size=10,
 )
 
@@ -113,6 +117,8 @@ def run(program: list, segment_ms: int) -> None:
                     ref.expire(step[1])
                 else:
                     store.close()
+                    if not step[1]:
+                        snapshot.discard(Path(tmp))
                     store = open_store(tmp)
                 batch = store.begin()
                 assert batch.frequencies(KEYS).tolist() == brute_force(ref).tolist()
