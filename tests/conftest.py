@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -96,6 +97,17 @@ class LocalBroker:
     def stop(self) -> None:
         self.run("stop", timeout=KAFKA_STOP_TIMEOUT_S)
 
+    def freeze(self) -> None:
+        """SIGSTOP the broker: it answers nothing, like a broker in a long pause, until
+        `thaw`."""
+        os.kill(self._pid(), signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.kill(self._pid(), signal.SIGCONT)
+
+    def _pid(self) -> int:
+        return int((self.data_dir / "kafka.pid").read_text())
+
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -147,7 +159,8 @@ def _wait_for_leaders(admin: AdminClient, topic: str, partitions: int) -> None:
 def kafka_local(tmp_path: Path) -> Iterator[LocalBroker]:
     """A second broker of a test's own (free ports, own data dir), stopped after the test.
 
-    Only for tests of scripts/kafka-local itself; everything else uses `kafka_bootstrap`.
+    Only for tests of scripts/kafka-local itself and tests that stop or freeze their broker;
+    everything else uses `kafka_bootstrap`.
     """
     broker = LocalBroker.on_free_ports(tmp_path / "kafka")
     try:
