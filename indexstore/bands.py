@@ -111,6 +111,21 @@ class BandTables:
         if not self.runs or not asked:
             return _EMPTY, _EMPTY, _EMPTY
         low = self._entries_of(np.asarray(asked, dtype=np.uint32), [queries[i] for i in asked])
+        return self._search_entries(low)
+
+    def search_posted(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`search` of queries of one key each, query i the u32 `keys[i]`, in tables of
+        `posting_entries`: their entries are made from the array at once, not from a bytes
+        object a key (a batch asks some 100,000 keys at a time)."""
+        self.sort_appended()
+        if not self.runs or not len(keys):
+            return _EMPTY, _EMPTY, _EMPTY
+        at = np.arange(len(keys), dtype=np.uint64)
+        low = (np.asarray(keys, dtype=np.uint64) << np.uint64(ROW_BITS)) | at
+        return self._search_entries(low)
+
+    def _search_entries(self, low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`search` of the entries `low`, a query's index where a row id stands."""
         # In ascending order, each binary search starts from where the one before ended
         # (NumPy keeps its bounds for sorted needles): twice as fast as in query order.
         low.sort()

@@ -343,10 +343,10 @@ class Batch:
         if rarer_than <= 0:
             self._fetch_posted(np.unique(keys).tolist())
             return
-        asked = np.unique(keys)
-        rare_keys = asked[self.frequencies(asked) < rarer_than]
-        self._fetch_posted(rare_keys.tolist())
-        rare = np.isin(keys, rare_keys)
+        asked, key_at = np.unique(keys, return_inverse=True)
+        rare_asked = self.frequencies(asked) < rarer_than
+        self._fetch_posted(asked[rare_asked].tolist())
+        rare = rare_asked[key_at]
         keys, owner = keys[rare], owner[rare]
         epoch = self._frequency_epoch()
         committed = self._committed_sharing(keys, owner, len(wanted), min_shared)
@@ -672,29 +672,37 @@ class Batch:
 
 
 def _sharing_pairs(keys: np.ndarray, owner: np.ndarray, min_shared: int) -> dict[int, list[int]]:
-    """For each owner, the other owners holding `min_shared` or more of its keys (each
-    owner's keys distinct)."""
-    # Only keys two or more owners hold are walked: most are one owner's.
-    order = np.argsort(keys, kind="stable")
-    keys, owner = keys[order], owner[order]
-    repeated = np.zeros(len(keys), dtype=bool)
-    if len(keys) > 1:
-        same = keys[1:] == keys[:-1]
-        repeated[1:] |= same
-        repeated[:-1] |= same
-    by_key: dict[int, list[int]] = defaultdict(list)
-    for key, q in zip(keys[repeated].tolist(), owner[repeated].tolist(), strict=True):
-        by_key[key].append(q)
-    shared: Counter[tuple[int, int]] = Counter(
-        (a, b)
-        for owners in by_key.values()
-        if len(owners) > 1
-        for a in owners
-        for b in owners
-        if a != b
-    )
+    """For each owner, the other owners holding `min_shared` or more of its keys (u32 keys,
+    each owner's distinct; owners below 2**32), in no particular order."""
     partners: dict[int, list[int]] = defaultdict(list)
-    for (a, b), n in shared.items():
-        if n >= min_shared:
-            partners[a].append(b)
+    if len(keys) < 2:
+        return partners
+    # By key: one sort of key << 32 | owner is several times faster than an argsort.
+    entries = np.sort((keys.astype(np.uint64) << np.uint64(32)) | owner.astype(np.uint64))
+    keys, owner = entries >> np.uint64(32), (entries & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    # Only keys two or more owners hold are walked: most are one owner's.
+    same = keys[1:] == keys[:-1]
+    repeated = np.zeros(len(keys), dtype=bool)
+    repeated[1:] |= same
+    repeated[:-1] |= same
+    keys, owner = keys[repeated], owner[repeated]
+    if not len(keys):
+        return partners
+    # Every ordered pair of entries of each run of one key, made at once: entry i of a run
+    # of `size` entries from `start` is paired with each of start .. start + size - 1.
+    starts_run = np.ones(len(keys), dtype=bool)
+    starts_run[1:] = keys[1:] != keys[:-1]
+    start = np.flatnonzero(starts_run)
+    size = np.diff(np.append(start, len(keys)))
+    run_size, run_start = np.repeat(size, size), np.repeat(start, size)
+    first = np.repeat(np.arange(len(keys)), run_size)
+    offset = np.arange(len(first)) - np.repeat(np.cumsum(run_size) - run_size, run_size)
+    second = np.repeat(run_start, run_size) + offset
+    a, b = owner[first], owner[second]
+    differ = a != b
+    width = int(owner.max()) + 1
+    pairs, shared = np.unique(a[differ] * width + b[differ], return_counts=True)
+    enough = pairs[shared >= min_shared]
+    for a_owner, b_owner in zip((enough // width).tolist(), (enough % width).tolist(), strict=True):
+        partners[a_owner].append(b_owner)
     return partners

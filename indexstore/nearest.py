@@ -91,20 +91,24 @@ def _closest(hits: Hits, seq: np.ndarray, limit: int) -> Hits:
 def posted_rows(
     tables: SearchTables, keys: Sequence[int]
 ) -> dict[int, tuple[list[int], list[int]]]:
-    """For each of these u32 keys, the (segments, seqs) of the live committed rows posted
-    under it: the MAX_POSTED_ROWS_PER_KEY earliest inserted. Keys no row has are left out."""
+    """For each of these distinct u32 keys, the (segments, seqs) of the live committed rows
+    posted under it: the MAX_POSTED_ROWS_PER_KEY earliest inserted. Keys no row has are left
+    out."""
     if not len(keys):
         return {}
-    queries = [int(key).to_bytes(4, "little") for key in keys]
-    query, rows = tables.posting_search(queries)
+    asked = np.array(keys, dtype=np.uint32)
+    query, rows = tables.posting_search(asked)
     if not len(rows):
         return {}
     keep = first_per_group(MAX_POSTED_ROWS_PER_KEY, (query,), (tables.seq[rows],))
     query, rows = query[keep], rows[keep]
-    found: dict[int, tuple[list[int], list[int]]] = {}
+    # The rows come grouped by key: each key's are one slice of the lists.
+    starts = np.flatnonzero(np.diff(query, prepend=-1))
+    ends = np.append(starts[1:], len(query)).tolist()
     segs, seqs = tables.seg[rows].tolist(), tables.seq[rows].tolist()
-    for q, seg, seq in zip(query.tolist(), segs, seqs, strict=True):
-        entry = found.setdefault(int(keys[q]), ([], []))
-        entry[0].append(seg)
-        entry[1].append(seq)
-    return found
+    return {
+        key: (segs[begin:end], seqs[begin:end])
+        for key, begin, end in zip(
+            asked[query[starts]].tolist(), starts.tolist(), ends, strict=True
+        )
+    }

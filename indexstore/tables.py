@@ -168,10 +168,10 @@ class SearchTables:
         tables.append(rows, [b for b, k in zip(keys, known.tolist(), strict=True) if k])
         tables.sort_appended()
 
-    def posting_search(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
-        """(key, row) of every live row posted under one of these keys (each a 4-byte
-        little-endian u32), by key then row."""
-        key, rows, _ = self.postings.search(keys)
+    def posting_search(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(key, row) of every live row posted under one of these u32 keys (key: its index),
+        by key then row."""
+        key, rows, _ = self.postings.search_posted(keys)
         keep = self.seg[rows] != DEAD
         return key[keep], rows[keep]
 
