@@ -392,11 +392,11 @@ class EventTimeOrder(Generic[Item]):
                     return
             count += 1
             timed, own_time = self._pop(partition, now)
-            at = timed.time_ms if own_time is None else own_time
-            stream = self.stream_time_ms
-            in_window = at is not None and (stream is None or at >= stream - (span_ms or 0))
-            if span_ms is not None and in_window:
-                oldest = at if oldest is None else min(oldest, at)
+            if span_ms is not None:
+                at = timed.time_ms if own_time is None else own_time
+                stream = self.stream_time_ms
+                if at is not None and (stream is None or at >= stream - span_ms):
+                    oldest = at if oldest is None else min(oldest, at)
             yield timed
 
     def _stream_time_after(self, queue: _Queue[Item]) -> int | None:
