@@ -55,6 +55,23 @@ def test_interleaved_sources_leave_in_time_order_and_the_commit_names_what_is_do
     assert again.commits() == {0: (5, "")}
 
 
+def test_a_batch_spans_at_most_the_span_it_is_given():
+    """The decide role's batches stay inside one window of event time, as `--role all`'s do
+    (EventTimeOrder.release): the expiry after a batch never drops an article of it."""
+    seq = Sequencer(idle_ms=60_000, sources=1, clock=lambda: 0.0, span_ms=100)
+    seq.assign(0, committed=0, metadata=None)
+    times = [0, 40, 90, 100, 150, 199, 200, 260, 300, 301]
+    for offset, t in enumerate(times):
+        seq.add(*_record(offset, 0, t))
+    seq.progress(set(), {0: True})
+    batches = []
+    while batch := seq.release(limit=10):
+        batches.append([r.item[1].item.event_time_ms for r in batch])
+    # Each batch ends before the article that would take the stream time more than 100 past
+    # the batch's earliest: 150 - 100 > 0, 260 - 100 > 150.
+    assert batches == [[0, 40, 90, 100], [150, 199, 200], [260, 300, 301]]
+
+
 def test_a_failed_batch_is_read_again_from_the_last_commit():
     seq = Sequencer(idle_ms=0, sources=1, clock=lambda: 0.0)
     seq.assign(0, committed=0, metadata=None)
