@@ -154,9 +154,7 @@ class Batch:
         # counts' epoch then, whether a committed row shares enough of its rare keys, and the
         # queries that do (`prefetch_posted`); every query prefetched, and how many rows were
         # put before the last prefetch. How many times this batch took counts away.
-        self._probes: dict[
-            tuple[bytes, int, int], tuple[tuple[int | None, int], bool, list[bytes]]
-        ] = {}
+        self._probes: dict[tuple[bytes, int, int], _Probe] = {}
         self._probed: set[bytes] = set()
         self._foreign_rows = 0
         self._decreases = 0

@@ -10,7 +10,7 @@ import rocksdict, numpy and indexstore.encoding, .errors, .model, .commit, .cata
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,10 +215,11 @@ def read_rows_and_frequencies(
     tables is valid)."""
     segments, seqs, counted = _live_rows(catalog, segment_ms, policy.counts)
     shingles = [s or b"" for s in _read_shingles(catalog, segments, seqs)]
-    table = FrequencyTable()
-    for segment, counts, text in zip(segments, counted, shingles, strict=True):
-        if counts and text:
-            table.add(segment, policy.keys(text))
+    table = _counted(
+        policy,
+        [s for s, counts in zip(segments, counted, strict=True) if counts],
+        [s for s, counts in zip(shingles, counted, strict=True) if counts],
+    )
     return np.array(seqs, dtype=np.uint64), shingles, table
 
 
@@ -228,10 +229,17 @@ def read_frequencies(catalog: Catalog, policy: FrequencyPolicy, segment_ms: int)
     segments, seqs, counted = _live_rows(catalog, segment_ms, policy.counts)
     segments = [s for s, counts in zip(segments, counted, strict=True) if counts]
     seqs = [s for s, counts in zip(seqs, counted, strict=True) if counts]
+    return _counted(policy, segments, _read_shingles(catalog, segments, seqs))
+
+
+def _counted(
+    policy: FrequencyPolicy, segments: list[int], shingles: Sequence[bytes | None]
+) -> FrequencyTable:
+    """The key frequencies of these counted rows (their segments and shingles)."""
     table = FrequencyTable()
-    for segment, shingles in zip(segments, _read_shingles(catalog, segments, seqs), strict=True):
-        if shingles:
-            table.add(segment, policy.keys(shingles))
+    for segment, text in zip(segments, shingles, strict=True):
+        if text:
+            table.add(segment, policy.keys(text))
     return table
 
 

@@ -161,6 +161,7 @@ class IndexStore:
                 self._path, self._layout, self._tag(), self._options.expected_articles
             )
         )
+        counts: FrequencyTable | None = None
         if saved is not None:
             self._tables = saved
         elif not self._read_only:
@@ -174,18 +175,15 @@ class IndexStore:
                         self._catalog, self._policy, self._meta.segment_ms
                     )
                     self._tables.add_posted(seqs, self._posted(shingles) or [])
-                    self._use_frequencies(counts)
-                    return
         if self._policy is not None:
             # The key frequencies of the committed rows, read from disk at open (~16 µs a
             # row: every record is read, and the shingles of those counted).
-            self._use_frequencies(
-                opening.read_frequencies(self._catalog, self._policy, self._meta.segment_ms)
-            )
-
-    def _use_frequencies(self, table: FrequencyTable) -> None:
-        self._frequencies = table
-        self._frequencies.advance(self._first_counted_segment(self._watermark))
+            if counts is None:
+                counts = opening.read_frequencies(
+                    self._catalog, self._policy, self._meta.segment_ms
+                )
+            self._frequencies = counts
+            self._frequencies.advance(self._first_counted_segment(self._watermark))
 
     def _first_counted_segment(self, watermark: int | None) -> int | None:
         return first_segment(watermark, self._options.retention_ms, self._meta.segment_ms)

@@ -192,12 +192,10 @@ class _Queue(Generic[Item]):
 
     def pop(self) -> tuple[Item, int | None, int | None]:
         """The head, its own time (None: undated) and the partition's time after it."""
-        at = self.earliest()
+        self.time_ms = self.time_after_pop()
         seq, item, own_time, _ = self.items.popleft()
         if self.minima and self.minima[0][1] == seq:
             self.minima.popleft()
-        if at is not None and (self.time_ms is None or at > self.time_ms):
-            self.time_ms = at
         return item, own_time, self.time_ms
 
     def time_after_pop(self) -> int | None:
