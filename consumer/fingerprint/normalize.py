@@ -1,8 +1,8 @@
 """Text normalization for fingerprinting: decides which texts count as "the same text".
 
-HTML to text, style rules that leaked into the text dropped (`leaked_style`), invisible
-characters dropped, Unicode NFKC, case folding, Traditional to Simplified Chinese (C++ OpenCC,
-`t2s`) and whitespace collapsed, in that order.
+HTML to text, style rules and script code that leaked into the text dropped (`leaked_style`,
+`leaked_script`), invisible characters dropped, Unicode NFKC, case folding, Traditional to
+Simplified Chinese (C++ OpenCC, `t2s`) and whitespace collapsed, in that order.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import opencc
 
 from consumer.fingerprint.html_names import HTML_ELEMENTS
+from consumer.fingerprint.leaked_script import strip_leaked_script
 from consumer.fingerprint.leaked_style import strip_leaked_style
 
 # Characters that carry no text: C0/C1 controls other than whitespace, soft hyphen, zero-width
@@ -158,7 +159,7 @@ def _prepare(text: str) -> str:
     """Everything before the Traditional to Simplified conversion."""
     # Whitespace is collapsed first so that `isprintable()` (0.5 µs) can tell that a text
     # holds no invisible character, sparing the regex scan (20 µs) for nearly every article.
-    text = " ".join(strip_leaked_style(strip_html(text)).split())
+    text = " ".join(strip_leaked_script(strip_leaked_style(strip_html(text))).split())
     if not text.isprintable():
         # After HTML: entities may decode to invisible characters (&#8203;, &#xfeff;).
         text = _INVISIBLE.sub("", text)

@@ -7,7 +7,7 @@ from pathlib import Path
 from random import Random
 
 from checking import corpus, run_check, text_of
-from page_templates import LEAKED_CSS, PORTAL_FOOTER
+from page_templates import ENGLISH_FOOTER, LEAKED_CSS, LEAKED_SCRIPT, PORTAL_FOOTER
 
 from consumer.evaluation import truth
 from consumer.evaluation.edits import EditKind, Script, Text, apply_edit
@@ -61,6 +61,41 @@ def test_a_footer_longer_than_the_stories_it_follows_flags_none_of_200(tmp_path:
     stories = unrelated(200, max_chars=450)
     decisions = run_check(tmp_path, [with_footer(a) for a in stories])
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def scripted(article: dict) -> dict:
+    return {**article, "content": LEAKED_SCRIPT + "\n" + article["content"]}
+
+
+def test_a_portals_leaked_scripts_above_200_unrelated_stories_flag_none(tmp_path: Path) -> None:
+    # 900 characters of code above stories of 300-450: by words (the code's Latin outweighs
+    # the story), 199 of them were copies of the first.
+    decisions = run_check(tmp_path, [scripted(a) for a in unrelated(200, max_chars=450)])
+    assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def test_a_copy_carrying_the_leaked_scripts_on_either_side_is_found(tmp_path: Path) -> None:
+    feed = with_copies(corpus("zh_hkcnews_2017_2022", 60), 5, scripted)
+    decisions = {d["id"]: d for d in run_check(tmp_path, feed)}
+    missed = [f"copy-{i}" for i in range(60) if decisions[f"copy-{i}"]["decision"] == "unique"]
+    assert missed == []
+
+
+def test_an_english_footer_under_200_unrelated_chinese_stories_flags_none(tmp_path: Path) -> None:
+    # Stories of 300-450 characters, nearly all of them Chinese, above 600 characters of
+    # English page furniture: more Latin letters than Chinese ones. Shingled by words, 196 of
+    # them were copies of another; by characters, as a text three quarters Latin or less is,
+    # the footer is learned as a template.
+    stories = [a for a in unrelated(240, max_chars=450) if latin_share(text_of(a)) < 0.1]
+    assert len(stories) >= 200
+    feed = [{**a, "content": a["content"] + "\n" + ENGLISH_FOOTER} for a in stories[:200]]
+    decisions = run_check(tmp_path, feed)
+    assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def latin_share(text: str) -> float:
+    letters = [c for c in text if c.isalpha()]
+    return sum(c.isascii() for c in letters) / max(1, len(letters))
 
 
 def with_copies(originals: list[dict], seed: int, wrap) -> list[dict]:

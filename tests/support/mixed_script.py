@@ -1,8 +1,8 @@
 """A Chinese report quoting a long English passage, and a copy that keeps less of the English.
 
-Just over half of the original's letters are Latin, so it is shingled by words; the copy, with
-30 % of the passage cut, falls under half and is shingled by characters. Both are compared by
-characters, as the evaluation's truth compares them (tests/test_sketch.py, test_check.py).
+Just over three quarters of the original's letters are Latin, so it is shingled by words; the
+copy, with 30 % of the passage cut, falls under three quarters and is shingled by characters.
+Both are compared by characters (tests/test_sketch.py, test_check.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ _CHINESE = (
 _ENGLISH = (
     "The finance committee reviewed several funding requests today, and members questioned "
     "officials about spending on hospitals and public housing. The chairman said the meeting "
-    "would resume next week to discuss extra money for transport projects."
+    "would resume next week to discuss extra money for transport projects. Several members "
+    "asked when the new hospital wings would open and how many nurses would be hired this "
+    "year. Officials replied that recruitment had started and that two wings would open before "
+    "the end of next year. The committee also heard that the housing budget would rise by "
+    "eight percent, and that more land would be sold to build flats."
 )
 
 ORIGINAL = _CHINESE + _ENGLISH

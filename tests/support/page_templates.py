@@ -32,3 +32,34 @@ PORTAL_FOOTER = (
     "违法和不良信息举报邮箱：report@example.cn 网站备案号：京ICP备12345678号 "
     "Copyright © 2008-2024 本网 All Rights Reserved 版权所有 复制必究"
 )
+
+# The inline scripts of a portal's article page, kept as text by a scraper that dropped the
+# tags but not their bodies (about 900 characters): a statistics loader, a share widget's
+# settings and the page's structured data.
+LEAKED_SCRIPT = (
+    "var _stq = _stq || []; _stq.push(['_setAccount', 'pt-20931']); (function() { var s = "
+    "document.createElement('script'); s.async = true; s.src = '//stat.portal.example/s.js?v="
+    "3.1.8'; var f = document.getElementsByTagName('script')[0]; f.parentNode.insertBefore(s, "
+    'f); })(); window.shareConfig = {"common": {"text": "", "desc": "", "pic": "", '
+    '"size": "24", "style": "1"}, "share": [{"tag": "bar", "count": 6}], '
+    '"image": {"viewList": ["weixin", "weibo", "qzone"], "size": "16"}}; (function'
+    "(d) { var e = d.createElement('script'); e.src = '//share.portal.example/api/share.js?t=' + "
+    "Math.floor(new Date().getTime() / 3600000); (d.head || d.body).appendChild(e); })(document);"
+    '\n{"@context": "https://schema.org", "@type": "NewsArticle", "publisher": {"@type"'
+    ': "Organization", "name": "Portal News", "logo": {"@type": "ImageObject", "url": '
+    '"https://img.portal.example/logo_600x60.png"}}, "isAccessibleForFree": true}\n'
+    "if (window.innerWidth < 768) { document.body.className += ' m-layout'; } var pageInfo = "
+    "{channel: 'news', sub: 'society', tpl: 'article_v4', ad: [1031, 1032, 1045]};"
+)
+
+# A portal's furniture in English under its Chinese stories (about 600 characters, 480 Latin
+# letters): more Latin letters than a brief of 400 Chinese characters has letters.
+ENGLISH_FOOTER = (
+    "Home | News | World | Business | Markets | Tech | Sports | Culture | Opinion | Video | "
+    "Photos | Follow us on Facebook, Twitter and Instagram. Download our app for iOS and "
+    "Android. Subscribe to the Morning Brief newsletter for the top stories delivered to your "
+    "inbox every day. About Us | Contact Us | Advertise With Us | Careers | Terms of Use | "
+    "Privacy Policy | Cookie Settings | Accessibility | Site Map. Copyright (c) 2008-2024 "
+    "Portal Media Group Limited. All rights reserved. No part of this site may be reproduced "
+    "without written permission. Reporting by our correspondents; editing by the news desk."
+)

@@ -77,7 +77,8 @@ impl Sketcher {
             }
         }
         let mut out = [0u8; SKETCH_BYTES];
-        let (size, p) = if letters > 0 && 2 * latin >= letters {
+        // By words when at least three quarters of the letters are Latin (`_by_words`).
+        let (size, p) = if letters > 0 && 4 * latin >= 3 * letters {
             out[0] = b'W';
             items.clear();
             self.word_hashes(text, &mut items);

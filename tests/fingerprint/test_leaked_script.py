@@ -1,0 +1,120 @@
+"""Script code that leaked into scraped text is dropped; prose that looks a little like code
+is not, and no article of the real corpora loses a character."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from itertools import islice
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from page_templates import LEAKED_SCRIPT
+
+from consumer.corpus import shared_data_dir
+from consumer.fingerprint.leaked_script import strip_leaked_script
+from consumer.fingerprint.normalize import Normalizer, strip_html
+
+STORY = "香港特区政府今日公布最新经济数据，第三季度本地生产总值按年实质增长百分之二点九。"
+
+SNIPPETS = [
+    # A statistics loader.
+    "var _stq = _stq || []; (function() { var s = document.createElement('script'); "
+    "s.src = '//stat.site.example/s.js'; document.head.appendChild(s); })();",
+    # A share widget's settings, then its loader.
+    'window._share_config = {"common": {"size": "16", "style": "0"}, "share": {}}; '
+    "with (document) 0[(getElementsByTagName('head')[0] || body).appendChild(createElement("
+    "'script')).src = '//share.site.example/api/js/share.js?v=' + ~(-new Date() / 36e5)];",
+    # Structured data.
+    '{"@context": "https://schema.org", "@type": "NewsArticle", "headline": "", '
+    '"datePublished": "2024-03-15T08:00:00+08:00", "author": {"@type": "Person"}}',
+    # jQuery, arrow functions, a minified guard.
+    "$(function () { $('.tab li').on('click', () => { $(this).addClass('on'); }); });",
+    "!function(e,t){var n=t.createElement('script');n.async=!0;n.src=e;t.body.appendChild(n)}"
+    "('//ads.site.example/a.js',document);",
+    "if (window.innerWidth < 768) { document.body.className += ' mobile'; }",
+]
+
+
+@pytest.mark.parametrize("code", SNIPPETS)
+def test_script_code_goes_from_chinese_text(code: str) -> None:
+    assert strip_leaked_script(code + STORY).strip() == STORY
+    assert strip_leaked_script(STORY + code).strip() == STORY
+    assert strip_leaked_script(STORY + code + STORY).split() == [STORY, STORY]
+
+
+@pytest.mark.parametrize("code", SNIPPETS)
+def test_script_code_on_its_own_line_goes_from_english_text(code: str) -> None:
+    before, after = "Oil prices rose on Monday.", "Traders expect more supply."
+    assert strip_leaked_script(f"{before}\n{code}\n{after}").split() == [
+        *before.split(),
+        *after.split(),
+    ]
+
+
+def test_a_portal_page_of_scripts_leaves_nothing() -> None:
+    assert strip_leaked_script(LEAKED_SCRIPT).strip() == ""
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "The price is a function (in part) of supply; demand matters less.",
+        "Let alone the cost: var x = 3 is not what the minister said (he said four).",
+        "The window.It was open; the document.It was signed; both were reported.",
+        "Shares fell to US$(adjusted) 4.50 => a loss; analysts (three of them) agreed.",
+        "He typed function(x) { return x; } into the chat and laughed about it for a while.",
+        "记者在window.example网站看到，var是一个英文缩写；function(功能)一词常见。",
+        'The JSON {"@context": 1} in a sentence is one thing, prose around it quite another, '
+        "and this sentence goes on long enough to outweigh the braces in it by far.",
+    ],
+)
+def test_prose_that_looks_a_little_like_code_stays(prose: str) -> None:
+    assert strip_leaked_script(prose) == prose
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text().filter(lambda t: "function" not in t and "=>" not in t and "." not in t))
+def test_text_without_a_mark_of_script_is_never_touched(text: str) -> None:
+    if "var " in text or "let " in text or "const " in text or "$(" in text:
+        return
+    assert strip_leaked_script(text) is text
+
+
+def test_a_chinese_article_behind_a_portals_scripts_normalizes_as_without_them() -> None:
+    normalize = Normalizer()
+    assert normalize(LEAKED_SCRIPT + STORY) == normalize(STORY)
+    assert normalize(STORY + "\n" + LEAKED_SCRIPT) == normalize(STORY)
+
+
+@pytest.mark.parametrize(
+    "corpus", ["zh_hkcnews_2017_2022", "zh_cctv_xwlb_2022_2026", "en_reuters21578"]
+)
+def test_no_real_article_loses_a_character(corpus: str) -> None:
+    path = shared_data_dir() / f"{corpus}.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in islice(f, 20_000):
+            article = json.loads(line)
+            for text in (article.get("title") or "", article.get("content") or ""):
+                text = strip_html(text)
+                assert strip_leaked_script(text) is text, text[:200]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "(" * 100_000 + "function(",
+        "var a=" * 30_000,
+        "function(" * 30_000,
+        "document.a;" * 20_000,
+        "if " * 40_000 + "window.x;",
+        "=>" * 50_000 + ";",
+        ("$(" + "x" * 50) * 2_000,
+    ],
+)
+def test_hostile_text_is_linear(hostile: str) -> None:
+    start = time.process_time()
+    strip_leaked_script(hostile)
+    assert time.process_time() - start < 2.0
