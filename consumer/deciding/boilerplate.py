@@ -12,8 +12,11 @@ of them below a bound that is the same for every text, so that two texts sample 
 share alike (`sample`): the densest of `DENSER_BOUNDS` that leaves it at most `DENSER_AT_MOST`
 keys, else `COUNTED_BELOW`, a 32nd of the 32-bit hash space (at most `COUNTED_AT_MOST` keys). A
 story of a sentence or two under a long template needs the dense sample to keep keys of its
-own. Copies count nothing, so a story reposted fifty times is counted once, while a template is
-counted once for every story it wraps. The index keeps the counts over its window
+own. A copy counts nothing, so a story reposted fifty times is counted once, while a template is
+counted once for every story it wraps; but for a copy that tells a story of its own beside
+what it shares with its match (`tells_its_own_story`): pages of one site whose stories are
+shorter than its template are copies of each other until the template is known, and would
+keep it from ever being known if they counted nothing. The index keeps the counts over its window
 (indexstore/frequencies.py), derived from the rows it stores: they survive a crash, a restore
 from the changelog and a rebuild with them, and since they change only as articles are decided
 in event-time order, decisions through Kafka are still those of `check`.
@@ -137,6 +140,15 @@ STORY_MARGIN = 0.1
 # the templated cctv feed 74 of the 140 copies missed share at least three such keys, and an
 # article has 0.1 such candidates on average.
 MIN_SHARED_RARE_KEYS = 3
+# A copy counts its sample as an original does when it and its match each have at least this
+# share of their samples the other lacks: two stories under one site's template, which share
+# more than half of their text before the template is known, and which would otherwise never
+# let it be known (each page a copy of the last, counting nothing). A repost edited lightly
+# has much less of its own: at a Jaccard of 0.8 an eighth; at most two-thirds Jaccard can
+# leave each side a fifth.
+OWN_STORY_SHARE = 0.2
+# The most two texts can have in common when each has `OWN_STORY_SHARE` of its own.
+OWN_STORY_MAX_JACCARD = (1 - OWN_STORY_SHARE) / (1 + OWN_STORY_SHARE)
 
 _NO_KEYS = np.empty(0, dtype=np.uint32)
 _BOUNDS = np.array([*DENSER_BOUNDS, COUNTED_BELOW], dtype=np.uint64)
@@ -199,10 +211,11 @@ def sampled_keys(shingles: bytes) -> np.ndarray:
 
 
 class StoryStarters:
-    """The index's `FrequencyPolicy`: the sampled keys of articles that start a cluster."""
+    """The index's `FrequencyPolicy`: the sampled keys of articles that start a cluster, and
+    of copies that tell a story of their own (`tells_its_own_story`)."""
 
     def counts(self, payload: bytes) -> bool:
-        return stored.is_own_cluster(payload)
+        return stored.counts_sample(payload)
 
     def keys(self, shingles: bytes) -> np.ndarray:
         keys = sampled_keys(shingles)
@@ -320,6 +333,13 @@ class ArticleBoilerplate:
         templates = window_templates(ours, theirs, union, frequencies, stories, self._min_articles)
         return stories_differ(ours, theirs, templates, need, MIN_OWN_DENSE_KEYS)
 
+    def tells_its_own_story(self, match_shingles: bytes) -> bool:
+        """`tells_its_own_story` of the article and the match it is a copy of."""
+        if not len(self._keys) or not match_shingles:
+            return False
+        a, b = comparable(self._own, sample(match_shingles))
+        return tells_its_own_story(set(a.tolist()), set(b.tolist()))
+
     def stories_match(self, candidate_shingles: bytes, need: float) -> bool:
         """`stories_match` of the article and a candidate whose texts share less than `need`,
         with the window's templates (`window_templates`)."""
@@ -338,6 +358,16 @@ class ArticleBoilerplate:
         frequencies, stories = self._window_counts(union)
         templates = window_templates(ours, theirs, union, frequencies, stories, self._min_articles)
         return stories_match(ours, theirs, templates, need)
+
+
+def tells_its_own_story(ours: set[int], theirs: set[int]) -> bool:
+    """Whether a copy and its match, with these samples over one range, each tell a story of
+    their own beside what they share: at least `OWN_STORY_SHARE` of each sample, and
+    `MIN_OWN_KEYS`, the other lacks."""
+    own = len(ours - theirs), len(theirs - ours)
+    return min(own) >= MIN_OWN_KEYS and all(
+        n >= OWN_STORY_SHARE * len(keys) for n, keys in zip(own, (ours, theirs), strict=True)
+    )
 
 
 def window_templates(

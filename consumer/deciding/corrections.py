@@ -33,7 +33,7 @@ from consumer.deciding.stored import StoredDecision
 from consumer.records import Analyzed, Decision, DecisionKind, Source
 from indexstore import ArticleRecord, Batch, Match
 
-TakesEarlier = Callable[[ArticleRecord, StoredDecision], Match | None]
+TakesEarlier = Callable[[ArticleRecord, StoredDecision], tuple[Match, bool] | None]
 """For a stored article and its decision: the arriving article as its candidate, if it would
 now take it as its match (consumer/deciding/rules.py)."""
 Near = Callable[[ArticleRecord], Sequence[Match]]
@@ -61,13 +61,15 @@ def settle(
         taken = takes_earlier(record, was)
         if taken is None:
             continue
+        match, counted = taken
         now = dataclasses.replace(
             was,
-            kind=DecisionKind.DUPLICATE if taken.exact else DecisionKind.NEAR_DUPLICATE,
+            kind=DecisionKind.DUPLICATE if match.exact else DecisionKind.NEAR_DUPLICATE,
             cluster_id=cluster_id,
             matched_id=earlier.id,
-            distance=taken.distance,
+            distance=match.distance,
             processed_at_ms=now_ms,
+            counted=counted,
         )
         changed[record.article_id] = _rewrite(batch, record, now, source)
     # Down the chains: every copy of a changed article joins that article's cluster. Matches

@@ -44,6 +44,7 @@ from consumer.config import MatchConfig
 from consumer.deciding import corrections, stored
 from consumer.deciding.boilerplate import (
     MIN_SHARED_RARE_KEYS,
+    OWN_STORY_MAX_JACCARD,
     STORY_STARTERS,
     ArticleBoilerplate,
 )
@@ -169,6 +170,21 @@ def _accepts(
     return similarity >= need
 
 
+def _counts_as_story(
+    rules: MatchRules, batch: Batch, sketch: bytes, boilerplate: ArticleBoilerplate, match: Match
+) -> bool:
+    """Whether a copy of `match` counts its sample in the window's boilerplate as an original
+    does: it and its match each tell a story of their own (`tells_its_own_story`)."""
+    if match.exact or rules.boilerplate_min_articles <= 0:
+        return False
+    # Each side a fifth of its own leaves at most two-thirds Jaccard: a pair estimated well
+    # above needs no read.
+    similarity = estimate(sketch, match.sketch)
+    if similarity is not None and similarity >= OWN_STORY_MAX_JACCARD + rules.verify_margin:
+        return False
+    return boilerplate.tells_its_own_story(batch.shingles(match.article_id) or b"")
+
+
 def _may_be_copies(rules: MatchRules, sketch: bytes, match: Match) -> bool:
     """False only for a pair that `_accepts` rejects whichever of the two is decided: its
     sketches' estimate lies below the least Jaccard any rule asks, by more than the margin.
@@ -238,14 +254,23 @@ def decide(
                 later[match.article_id] = (match, channel)
         elif best is None and _accepts(rules, batch, item, match, boilerplate, channel):
             best = match
+    counted = False
     if best is not None:
         kind = DecisionKind.DUPLICATE if best.exact else DecisionKind.NEAR_DUPLICATE
         cluster_id = stored.cluster_of(best.article_id, best.payload)
         matched_id, distance = best.article_id, best.distance
+        counted = _counts_as_story(rules, batch, item.sketch, boilerplate, best)
     else:
         kind, cluster_id, matched_id, distance = DecisionKind.UNIQUE, item.id, None, None
     decision = StoredDecision(
-        kind, cluster_id, matched_id, distance, result.late, now_ms, text_chars=item.text_chars
+        kind,
+        cluster_id,
+        matched_id,
+        distance,
+        result.late,
+        now_ms,
+        text_chars=item.text_chars,
+        counted=counted,
     )
     record = ArticleRecord(
         article_id=item.id,
@@ -358,9 +383,10 @@ def _takes_earlier(
     verified_by_earlier: Callable[[str], bool],
     record: ArticleRecord,
     was: StoredDecision,
-) -> Match | None:
-    """The stored article's candidate `earlier` if, decided again now in event-time order, it
-    would take it as its match: `earlier` comes before its current match among its candidates
+) -> tuple[Match, bool] | None:
+    """The stored article's candidate `earlier`, and whether the copy counts its sample
+    (`_counts_as_story`), if, decided again now in event-time order, it would take it as its
+    match: `earlier` comes before its current match among its candidates
     (only those published no later than it count) and passes verification, the stored article
     being the one decided, as `check` decides it (the length rules are not symmetric)."""
     shingles = batch.shingles(record.article_id) or b""
@@ -373,7 +399,9 @@ def _takes_earlier(
             continue
         if was.text_chars is None:
             # Stored before text lengths were kept: judged from the earlier article's side.
-            return match if verified_by_earlier(record.article_id) else None
+            if not verified_by_earlier(record.article_id):
+                return None
+            return match, _counts_as_story(rules, batch, record.sketch, boilerplate, match)
         again = Analyzed(
             record.article_id,
             record.event_time_ms,
@@ -384,7 +412,9 @@ def _takes_earlier(
             shingles=shingles,
             text_chars=was.text_chars,
         )
-        return match if _accepts(rules, batch, again, match, boilerplate, channel) else None
+        if not _accepts(rules, batch, again, match, boilerplate, channel):
+            return None
+        return match, _counts_as_story(rules, batch, record.sketch, boilerplate, match)
     return None
 
 

@@ -7,7 +7,8 @@ builds and reads it. Layout:
     >B  version (1)
     >B  flags: bits 0-1 decision kind (unique, duplicate, near_duplicate), bit 2 late,
         bit 3 matched id present, bit 4 the article is its own cluster (no cluster id stored),
-        bit 5 processed_at unknown, bit 6 text length present
+        bit 5 processed_at unknown, bit 6 text length present, bit 7 a copy that counts its
+        sample as an original does (`StoredDecision.counted`)
     >b  distance (-1: none)
     >q  processed_at ms: when the decision was first made, so a re-emitted one is identical
     >H  cluster id length   >H  matched id length
@@ -41,6 +42,7 @@ _MATCHED = 1 << 3
 _OWN_CLUSTER = 1 << 4
 _NO_TIME = 1 << 5
 _TEXT_CHARS = 1 << 6
+_COUNTED = 1 << 7
 # No article id starts with a NUL character.
 TEXT_CHARS_ENTRY = "\0text_chars="
 _FLAGS_AT = 1
@@ -67,6 +69,10 @@ class StoredDecision:
     """The article's text length, which some rules judge it by: kept so that it can be decided
     again later, as it was (consumer/deciding/corrections.py). None in records written before
     it was kept."""
+    counted: bool = False
+    """A copy that counts its sample of shingles in the window's boilerplate, as an original
+    does: it and its match each tell a story of their own beside what they share
+    (consumer/deciding/boilerplate.py, `tells_its_own_story`)."""
 
 
 def encode(article_id: str, decision: StoredDecision) -> bytes:
@@ -80,6 +86,7 @@ def encode(article_id: str, decision: StoredDecision) -> bytes:
         | (_OWN_CLUSTER if own else 0)
         | (_NO_TIME if decision.processed_at_ms is None else 0)
         | (_TEXT_CHARS if decision.text_chars is not None else 0)
+        | (_COUNTED if decision.counted else 0)
     )
     parts = [
         _HEAD.pack(
@@ -132,6 +139,7 @@ def decode(article_id: str, payload: bytes) -> StoredDecision:
         processed_at_ms=None if flags & _NO_TIME else processed_at,
         corrected=tuple(corrected),
         text_chars=text_chars,
+        counted=bool(flags & _COUNTED),
     )
 
 
@@ -147,6 +155,12 @@ def decode_or_none(article_id: str, payload: bytes) -> StoredDecision | None:
 def is_own_cluster(payload: bytes) -> bool:
     """Whether the article started its own cluster: a match's check, without decoding."""
     return bool(payload[_FLAGS_AT] & _OWN_CLUSTER)
+
+
+def counts_sample(payload: bytes) -> bool:
+    """Whether the article counts its sample in the window's boilerplate: it started its own
+    cluster, or it is a copy that tells a story of its own (`StoredDecision.counted`)."""
+    return bool(payload[_FLAGS_AT] & (_OWN_CLUSTER | _COUNTED))
 
 
 def cluster_of(article_id: str, payload: bytes) -> str:

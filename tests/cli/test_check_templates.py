@@ -98,6 +98,21 @@ def latin_share(text: str) -> float:
     return sum(c.isascii() for c in letters) / max(1, len(letters))
 
 
+def test_a_footer_longer_than_every_story_is_learned_from_the_pages_it_makes_copies(
+    tmp_path: Path,
+) -> None:
+    # No longer page first to learn the 650-character footer from: 200 unrelated stories cut
+    # to 250 characters under it, each sharing more than half of its text with any other.
+    # The first pages are copies of each other; they count their samples all the same (each
+    # has a story of its own beside the footer), so the footer is soon known and the rest are
+    # unique. Counting nothing, every page was a copy of the first.
+    stories = unrelated(200)
+    feed = [{**a, "content": a["content"][:250] + "\n" + PORTAL_FOOTER} for a in stories]
+    decisions = run_check(tmp_path, feed)
+    flagged = [d["id"] for d in decisions if d["decision"] != "unique"]
+    assert set(flagged) <= {a["id"] for a in stories[:5]}
+
+
 def with_copies(originals: list[dict], seed: int, wrap) -> list[dict]:
     """Each original, then an edited copy of it: `wrap` (a page template) on the copy alone,
     on the original alone, or on both, in turn; the copies are named copy-0, copy-1, …"""

@@ -9,7 +9,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from chains import Copy, chain_articles, check_answer, differences, latest_per_key
+from chains import (
+    Copy,
+    chain_articles,
+    check_answer,
+    differences,
+    latest_per_key,
+    template_pages,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -125,6 +132,49 @@ def test_the_latest_record_of_every_article_is_checks_answer_on_the_sorted_feed(
         got = latest_per_key(decided(analyzer, Path(tmp, "index"), batches, lost))
     wrong = differences(got, check_answer(articles))
     assert not wrong, "\n".join(wrong)
+
+
+@st.composite
+def template_deliveries(draw, max_pages: int = 20):
+    """A site's unrelated pages under one footer (`template_pages`), in time order, cut into
+    random batches."""
+    pages = template_pages(draw(st.integers(4, max_pages)), draw(st.integers(0, 2**16)))
+    cuts = draw(st.sets(st.integers(1, len(pages) - 1), max_size=4))
+    bounds = [0, *sorted(cuts), len(pages)]
+    batches = [pages[a:b] for a, b in itertools.pairwise(bounds)]
+    # The batch whose outputs a crash loses (-1: none).
+    return batches, draw(st.sampled_from([-1, *range(len(batches))]))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(template_deliveries(), st.booleans())
+def test_pages_under_one_template_are_answered_as_check_answers_them(
+    analyzer, delivered, decide_role
+):
+    """The first pages are copies that count their samples, the footer not yet known: what
+    they counted is kept from batch to batch, through a crash that loses a batch's outputs
+    too. (Out of order, an article decided again is judged against the boilerplate the window
+    knows then: docs/time-model.md.)"""
+    batches, lost = delivered
+    articles = [a for batch in batches for a in batch]
+    decided = _decided_by_the_decide_role if decide_role else _decided
+    with tempfile.TemporaryDirectory(prefix="pages-") as tmp:
+        got = latest_per_key(decided(analyzer, Path(tmp, "index"), batches, lost))
+    wrong = differences(got, check_answer(articles))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_first_pages_under_a_template_are_copies_the_later_ones_are_not() -> None:
+    """What the test above replays: in time order the footer makes the first pages copies of
+    each other; they count their samples all the same, so it is known for a template after a
+    window's few stories have carried it (`DENSER_FEWEST_ARTICLES`), and the later pages are
+    unique. Copies that counted nothing left every page a copy."""
+    for seed in range(3):
+        answer = check_answer(template_pages(20, seed))
+        flagged = {i for i, d in answer.items() if d["decision"] != "unique"}
+        assert flagged and flagged <= {f"p{n}" for n in range(1, 10)}, (seed, sorted(flagged))
 
 
 def test_an_original_after_a_copy_and_its_mirror_settles_both(analyzer, tmp_path):

@@ -25,6 +25,7 @@ def test_a_stored_decision_round_trips(article_id, decision, own):
     assert stored.decode(article_id, payload) == decision
     assert stored.cluster_of(article_id, payload) == decision.cluster_id
     assert stored.is_own_cluster(payload) == (decision.cluster_id == article_id)
+    assert stored.counts_sample(payload) == (decision.cluster_id == article_id or decision.counted)
 
 
 def test_a_payload_of_other_code_is_not_a_decision():

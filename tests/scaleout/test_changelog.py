@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.config import Config, IndexConfig
+from consumer.deciding import stored
 from consumer.deciding.boilerplate import sampled_keys
 from consumer.fingerprint.shingles import encode_shingles
 from consumer.ops.health import HealthState
@@ -183,16 +184,20 @@ def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
     """Articles with near-duplicates at distance 0..4, exact reposts, and updates of earlier ids
     (same id, other content), in event-time order with some late stragglers; each with its own
     (random) bands, and shingles of which a few hundred are a template all of them share, so
-    that the index counts boilerplate."""
+    that the index counts boilerplate; a near-duplicate rewrites its original's other
+    shingles, so that some are copies that count theirs too."""
     rng = random.Random(seed)
     extra = random.Random(seed + 1)  # apart, so the articles are those of the feed without them
     template = [extra.getrandbits(64) for _ in range(300)]
     feed: list[Analyzed] = []
+    owns: list[list[int]] = []
     for i in range(n):
         event = T0 + i * 60_000 - (3_600_000 if i % 17 == 0 else 0)
         roll = rng.random()
+        base_own: list[int] = []
         if feed and roll < 0.3:
-            base = rng.choice(feed)
+            at = rng.randrange(len(feed))
+            base, base_own = feed[at], owns[at]
             flips = rng.sample(range(64), rng.randint(0, 4))
             simhash = base.simhash
             for bit in flips:
@@ -204,10 +209,18 @@ def synthetic_feed(n: int, seed: int = 7) -> list[Analyzed]:
             article = Analyzed(old.id, event, rng.getrandbits(64), rng.randbytes(16))
         else:
             article = Analyzed(f"a{i}", event, rng.getrandbits(64), rng.randbytes(16))
-        own = [extra.getrandbits(64) for _ in range(extra.randint(100, 600))]
+        own = [extra.getrandbits(64) for _ in range(extra.randint(100, 900))]
+        if base_own:
+            # A rewrite: 70 % of the original's own story kept, as much as 40 % of it added.
+            # A long one has enough of its own on both sides to count its sample as well.
+            kept, added = len(base_own) * 7 // 10, len(base_own) * 4 // 10
+            own = base_own[:kept] + [extra.getrandbits(64) for _ in range(added)]
+        owns.append(own)
         bands = extra.randbytes(64)
         shingles = encode_shingles(b"C", np.array(template + own, dtype=np.uint64))
-        feed.append(dataclasses.replace(article, bands=bands, shingles=shingles))
+        # Long enough to be judged by its shingles (the short-text rules need a sketch).
+        article = dataclasses.replace(article, bands=bands, shingles=shingles, text_chars=2000)
+        feed.append(article)
     return feed
 
 
@@ -262,6 +275,12 @@ def test_rebuild_from_the_changelog_equals_the_index_that_wrote_it(
         keys = np.unique(np.concatenate([sampled_keys(a.shingles) for a in feed]))
         want_frequencies = _frequencies(original, keys)
         assert want_frequencies.max() >= 3  # the template is counted as boilerplate
+        # Copies that tell a story of their own beside the template count too.
+        assert any(
+            stored.counts_sample(r.payload) and not stored.is_own_cluster(r.payload)
+            for r in want_records.values()
+            if r is not None
+        )
 
     topic = f"changelog-{os.urandom(5).hex()}"
     # Compaction allowed early; whether the cleaner ran before the replay or not, the rebuilt

@@ -79,6 +79,23 @@ def chain_articles(chain: int, copies: Sequence[Copy], seed: int) -> list[dict]:
     ]
 
 
+def template_pages(pages: int, seed: int) -> list[dict]:
+    """Unrelated stories of one site, each of 100-140 words under the site's footer of 300: two
+    pages share more than half of their word 3-grams until the footer is known for a template,
+    so the first pages are copies of each other. Times as `chain_articles` gives them."""
+    rng = random.Random(seed)
+    footer = _words(random.Random(-1 - seed), 300)
+    return [
+        {
+            "id": f"p{n}",
+            "title": "",
+            "content": " ".join([*_words(rng, rng.randint(100, 140)), *footer]),
+            "published_at": format_time_ms(T0 + n * 7 * MINUTE_MS + n * 1000),
+        }
+        for n in range(pages)
+    ]
+
+
 def published_ms(article: dict) -> int:
     return parse_event_time_ms(article["published_at"])
 

@@ -15,7 +15,8 @@ def stored_decisions(
     max_corrections: int,
 ) -> st.SearchStrategy[StoredDecision]:
     """Any stored decision: kind, cluster id, matched id, distance, late flag, processed_at
-    (from `processed_at`), up to `max_corrections` corrected ids and a text length."""
+    (from `processed_at`), up to `max_corrections` corrected ids, a text length, and whether
+    a copy counts its sample."""
     return st.builds(
         StoredDecision,
         st.sampled_from(list(DecisionKind)),
@@ -26,4 +27,5 @@ def stored_decisions(
         processed_at,
         st.lists(texts, max_size=max_corrections).map(tuple),
         st.one_of(st.none(), st.integers(0, 2**40)),
+        st.booleans(),
     )
