@@ -25,3 +25,13 @@ class KeyTally:
     def get(self, keys: npt.NDArray[np.uint32], /) -> bytes:
         """The count of each key, as int64 bytes."""
     def __len__(self) -> int: ...
+
+class KeyPostings:
+    """The rows posted under each 32-bit key (indexstore/native/src/postings.rs)."""
+
+    def __init__(self) -> None: ...
+    def add(self, row: int, keys: npt.NDArray[np.uint32], /) -> None: ...
+    def sharing(self, keys: npt.NDArray[np.uint32], min_shared: int, /) -> tuple[bytes, bytes]:
+        """The rows posted under at least `min_shared` of `keys` and under how many, as int64
+        bytes each, in the order a row is first named."""
+    def __len__(self) -> int: ...

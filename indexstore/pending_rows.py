@@ -12,12 +12,12 @@ only the rows of fingerprints no probe has are scanned. Band keys are done the s
 
 Whether a row found here is live (its article's current record still points at it, inside the
 window) is for the batch to say: this module knows rows, not records. It may import numpy and
-indexstore.bands, .commit, .layout, .model and .tables.
+indexstore.bands, .commit, .layout, .model, .postings and .tables.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +26,7 @@ from indexstore.bands import BandTables, shared_bands
 from indexstore.commit import BandCandidate, Candidate, SegmentRows, Stored, TableRows
 from indexstore.layout import Layout
 from indexstore.model import ArticleRecord
+from indexstore.postings import new_postings
 from indexstore.tables import SearchTables
 
 
@@ -68,9 +69,7 @@ class PendingRows:
         self._band_neighbours: dict[bytes, list[tuple[int, int]]] = {}
         # The rows by each key they are posted under (`FrequencyPolicy.posted`).
         self._posted = posted
-        # A key one row has maps to that row (an int, which the garbage collector does not
-        # walk: most keys are one row's), a key of several to a list of them.
-        self._by_posted: dict[int, int | list[int]] = {}
+        self._by_posted = new_postings()
         self._posted_keys: list[bytes] = []
         # The distinct posted keys of the rows, each a row's whole set.
         self.posted_set: set[bytes] = set()
@@ -95,14 +94,8 @@ class PendingRows:
         posted = b""
         if self._posted is not None and record.shingles:
             posted = self._posted(record.shingles)
-            by_posted = self._by_posted
-            for key in np.frombuffer(posted, dtype="<u4").tolist():
-                held = by_posted.setdefault(key, n)
-                if held != n:
-                    if isinstance(held, int):
-                        by_posted[key] = [held, n]
-                    else:
-                        held.append(n)
+            if posted:
+                self._by_posted.add(n, np.frombuffer(posted, dtype="<u4"))
         self._posted_keys.append(posted)
         if posted:
             self.posted_set.add(posted)
@@ -193,20 +186,8 @@ class PendingRows:
     def posted_under(self, keys: Sequence[int], min_shared: int) -> list[BandCandidate]:
         """The rows posted under at least `min_shared` of these keys, live or not, with how
         many of them."""
-        found = [rows for rows in map(self._by_posted.get, keys) if rows is not None]
-        if len(found) < min_shared:
-            return []
-        shared: Counter[int] = Counter()
-        for rows in found:
-            if isinstance(rows, int):
-                shared[rows] += 1
-            else:
-                shared.update(rows)
-        return [
-            BandCandidate(self._seq[i], self._article_id[i], n)
-            for i, n in shared.items()
-            if n >= min_shared
-        ]
+        shared = self._by_posted.sharing(np.array(keys, dtype=np.uint32), min_shared)
+        return [BandCandidate(self._seq[i], self._article_id[i], n) for i, n in shared]
 
     def written(
         self, current: Mapping[str, Stored], cut: int | None

@@ -10,6 +10,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod postings;
 mod tally;
 
 /// Every (query, key) of one run of one table with Hamming distance <= `k`, among the keys in
@@ -170,5 +171,6 @@ fn bytes<'py, T: Copy>(py: Python<'py>, values: &[T]) -> Bound<'py, PyBytes> {
 #[pymodule]
 fn _probe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe, m)?)?;
-    m.add_class::<tally::KeyTally>()
+    m.add_class::<tally::KeyTally>()?;
+    m.add_class::<postings::KeyPostings>()
 }

@@ -18,7 +18,7 @@ use crate::{bytes, contiguous};
 /// the 64 bits the table reads (its control bytes come from the top bits), where the default
 /// SipHash would cost more than the count itself.
 #[derive(Default)]
-struct Spread(u64);
+pub(crate) struct Spread(u64);
 
 impl Hasher for Spread {
     fn finish(&self) -> u64 {
