@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from consumer.corpus import iter_jsonl, shared_data_dir
 from consumer.evaluation import truth
+from consumer.fingerprint.fingerprinter import Fingerprinter
 from consumer.fingerprint.kernel import load_kernel
 from consumer.fingerprint.normalize import Normalizer
 from consumer.fingerprint.sketch import (
@@ -28,6 +29,7 @@ from consumer.fingerprint.sketch import (
     LETTERS_KEY_BYTES,
     LETTERS_KEY_CHARS,
     MIXED_LATIN_SHARE,
+    SENTENCE_CHARS,
     SKETCH_BYTES,
     _classes,
     equal_minima,
@@ -239,6 +241,26 @@ def test_a_mixed_script_text_and_its_copy_across_the_latin_line_compare_by_chara
     assert shingled_by_words(sketch(mostly_latin))
     assert mixed_char_shingles(mostly_latin) is None
     assert mixed_char_shingles(original + " plus" * (words - 1)) is not None
+
+
+def test_a_page_is_shingled_by_words_from_three_quarters_latin_a_sentence_from_half() -> None:
+    # About 60 % of the letters Latin: a sentence by words, a page of the same mix (a Chinese
+    # story under an English footer) by characters; at 80 % both by words.
+    chinese, english = "立法會今日三讀通過修訂條例草案", "the council passed the amended bill "
+    sentence = normalized("", chinese + english)
+    assert len(sentence) < SENTENCE_CHARS and shingled_by_words(sketch(sentence))
+    page = normalized("", (chinese + english) * 8)
+    assert len(page) >= SENTENCE_CHARS and not shingled_by_words(sketch(page))
+    mostly_latin = normalized("", (chinese + english * 3) * 4)
+    assert len(mostly_latin) >= SENTENCE_CHARS and shingled_by_words(sketch(mostly_latin))
+    for text in (sentence, page, mostly_latin):
+        latin = sum(c.isascii() and c.isalpha() for c in text)
+        letters = sum(c.isalpha() for c in text)
+        assert 0.55 < latin / letters < 0.7 or latin / letters > 0.75
+    # The native kernel draws the same lines.
+    fingerprinter = Fingerprinter(native=True)
+    for content, by_words in ((chinese + english, True), ((chinese + english) * 8, False)):
+        assert fingerprinter.fingerprint("", content).sketch[:1] == (b"W" if by_words else b"C")
 
 
 @settings(max_examples=300, deadline=None)

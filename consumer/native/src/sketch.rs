@@ -12,6 +12,9 @@ const MINIMUM_BITS: usize = 4;
 pub const SKETCH_BYTES: usize = 1 + MINIMA * MINIMUM_BITS / 8;
 const CHAR_SHINGLE: usize = 5;
 const WORD_SHINGLE: usize = 3;
+/// Shorter than this (characters), a text is shingled by words from half its letters Latin on
+/// (`SENTENCE_CHARS` in sketch.py).
+const SENTENCE_CHARS: usize = 200;
 /// The top 7 bits of a shingle's hash choose one of 128 bins.
 const BIN_SHIFT: u32 = 64 - 7;
 const P1: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -67,8 +70,9 @@ impl Sketcher {
         // One pass counts the letters and keeps the characters of character shingles; words
         // are looked for only in the texts shingled by words (mostly Latin script).
         let mut items = Vec::with_capacity(text.len());
-        let (mut letters, mut latin) = (0usize, 0usize);
+        let (mut letters, mut latin, mut chars) = (0usize, 0usize, 0usize);
         for c in text.chars() {
+            chars += 1;
             let class = self.class(c);
             letters += usize::from(class == LETTER || class == LATIN_LETTER);
             latin += usize::from(class == LATIN_LETTER);
@@ -77,8 +81,14 @@ impl Sketcher {
             }
         }
         let mut out = [0u8; SKETCH_BYTES];
-        // By words when at least three quarters of the letters are Latin (`_by_words`).
-        let (size, p) = if letters > 0 && 4 * latin >= 3 * letters {
+        // By words when at least three quarters of the letters are Latin, half in a text of
+        // fewer than SENTENCE_CHARS characters (`_by_words`).
+        let by_words = if chars < SENTENCE_CHARS {
+            2 * latin >= letters
+        } else {
+            4 * latin >= 3 * letters
+        };
+        let (size, p) = if letters > 0 && by_words {
             out[0] = b'W';
             items.clear();
             self.word_hashes(text, &mut items);
