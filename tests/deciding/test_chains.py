@@ -125,7 +125,14 @@ def test_the_latest_record_of_every_article_is_checks_answer_on_the_sorted_feed(
 ):
     """Also when a batch's outputs are lost after its index commit and it is delivered again
     (its corrections are published again from the index), and in the decide role."""
-    batches, lost = delivered
+    _assert_answered_as_check(analyzer, *delivered, decide_role)
+
+
+def _assert_answered_as_check(
+    analyzer: Analyzer, batches: list[list[dict]], lost: int, decide_role: bool
+) -> None:
+    """The latest record of every article, as `--role all` or the decide role publishes them
+    for these batches (batch `lost` delivered again), is `check`'s answer on the sorted feed."""
     articles = [a for batch in batches for a in batch]
     decided = _decided_by_the_decide_role if decide_role else _decided
     with tempfile.TemporaryDirectory(prefix="chains-") as tmp:
@@ -157,13 +164,7 @@ def test_pages_under_one_template_are_answered_as_check_answers_them(
     they counted is kept from batch to batch, through a crash that loses a batch's outputs
     too. (Out of order, an article decided again is judged against the boilerplate the window
     knows then: docs/time-model.md.)"""
-    batches, lost = delivered
-    articles = [a for batch in batches for a in batch]
-    decided = _decided_by_the_decide_role if decide_role else _decided
-    with tempfile.TemporaryDirectory(prefix="pages-") as tmp:
-        got = latest_per_key(decided(analyzer, Path(tmp, "index"), batches, lost))
-    wrong = differences(got, check_answer(articles))
-    assert not wrong, "\n".join(wrong)
+    _assert_answered_as_check(analyzer, *delivered, decide_role)
 
 
 def test_the_first_pages_under_a_template_are_copies_the_later_ones_are_not() -> None:
