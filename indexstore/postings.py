@@ -29,7 +29,7 @@ class ReferencePostings:
         self._rows: dict[int, int | list[int]] = {}
 
     def add(self, row: int, keys: np.ndarray) -> None:
-        """Post `row` under each of `keys` (a key given twice, twice)."""
+        """Post `row` under each of `keys`, which are distinct (a row's distinct values)."""
         rows = self._rows
         for key in keys.tolist():
             held = rows.get(key)
@@ -42,8 +42,8 @@ class ReferencePostings:
 
     def sharing(self, keys: np.ndarray, min_shared: int) -> list[tuple[int, int]]:
         """(row, how many of `keys` it is posted under) of the rows posted under at least
-        `min_shared` of them, in the order a row is first named (through `keys` in turn, each
-        key's rows in the order they were added)."""
+        `min_shared` of these distinct keys, in the order a row is first named (through `keys`
+        in turn, each key's rows in the order they were added)."""
         found = [rows for rows in map(self._rows.get, keys.tolist()) if rows is not None]
         if len(found) < min_shared:
             return []

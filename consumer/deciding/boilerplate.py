@@ -334,8 +334,10 @@ class ArticleBoilerplate:
         return stories_differ(ours, theirs, templates, need, MIN_OWN_DENSE_KEYS)
 
     def tells_its_own_story(self, match_shingles: bytes) -> bool:
-        """`tells_its_own_story` of the article and the match it is a copy of."""
-        if not len(self._keys) or not match_shingles:
+        """`tells_its_own_story` of the article and the match it is a copy of; never of two
+        texts shingled differently (one by words, one by characters), whose samples hold no
+        value in common whatever they share."""
+        if not len(self._keys) or match_shingles[1:2] != self._shingles[1:2]:
             return False
         a, b = comparable(self._own, sample(match_shingles))
         return tells_its_own_story(set(a.tolist()), set(b.tolist()))

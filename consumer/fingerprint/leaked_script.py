@@ -10,8 +10,9 @@ site, so it makes unrelated stories look alike, and it is plainly not prose.
 What counts as code is kept narrow, so that prose is never taken for it. Code is looked for in
 runs of ASCII text (`_RUN`): in Chinese text that isolates it from the story around it, and in
 Latin-script text a run is a line. Within a run, a span from the first mark of script
-(`_MARK`: a `function (`, a `var x =`, a `document.` or `window.` member, an arrow, a jQuery
-call, a JSON-LD context) to its last `;`, `}` or `)` is code when it is at least
+(`_MARK`: a `function (…) {`, a `var x =`, a `document.` or `window.` member in use, an arrow,
+a jQuery call, a JSON-LD context) to its last `;`, `}` or `)` before prose resumes (`_PROSE`:
+six plain words in a row) is code when it is at least
 `MIN_CODE_CHARS` long, holds a `;` or a `{`, and at least `MIN_SYMBOL_SHARE` of its characters
 are the brackets, semicolons and operators code is full of and prose uses sparingly (an
 English news paragraph: about 1 %; an analytics snippet: about 20 %). Only text with a mark is
@@ -38,14 +39,22 @@ _CHEAP_MARKS = (
     "@context",
 )
 _MARK = re.compile(
-    r"\bfunction\s*+[\w$]{0,64}+\s*+\("
+    # a function with its parameters and body: `function (e, t) {`, `function init() {`
+    r"\bfunction\s*+[\w$]{0,64}+\s*+\([^(){}]{0,200}+\)\s*+\{"
     r"|\b(?:var|let|const)\s++[A-Za-z_$][\w$]{0,64}+\s*+="
-    r"|\b(?:document|window)\.[A-Za-z_$]"
-    r"|=>"
-    r"|(?<![\w$])(?:\$|jQuery)\("
+    # a member of the page's objects used: `document.createElement(`, `window.x =`
+    r"|\b(?:document|window)\.[A-Za-z_$][\w$]{0,64}+\s*+[.(=\[<>!+\-*/&|?;)]"
+    r"|[\w$)]\s*+=>"
+    # jQuery on a function, the page or a selector: `$(function`, `$(document)`, `$('.tab')`
+    r"|(?<![\w$])(?:\$|jQuery)\(\s*+(?:function\b|document\b|window\b|this\b|['\"])"
     r'|"@context"',
     re.ASCII,
 )
+# Prose again: six words in a row, each of two letters or more (an apostrophe or a bracket
+# around it, a comma or a stop after it; no double quote, which JSON puts around every name),
+# one space apart. Code has that only inside a string or a comment, where it ends the span
+# too: less is dropped, never prose.
+_PROSE = re.compile(r"(?:['(]?+[A-Za-z][A-Za-z']{1,30}+[,.;:!?')]{0,3}+ ){6}", re.ASCII)
 # A run of printable ASCII on one line, long enough to hold code worth dropping.
 _RUN = re.compile(rf"[\x20-\x7e\t]{{{MIN_CODE_CHARS},}}+")
 # What may precede a snippet's first mark: brackets, negation, and the keywords a statement
@@ -95,7 +104,13 @@ def _code_span(run: str) -> tuple[int, int] | None:
         if keyword is None or (before >= 0 and (run[before].isalnum() or run[before] in "_$")):
             break
         start -= len(keyword)
-    end = max(run.rfind(";"), run.rfind("}"), run.rfind(")")) + 1
+    # To the last `;`, `}` or `)` before prose resumes.
+    prose = _PROSE.search(run, mark.end())
+    limit = len(run) if prose is None else prose.start()
+    end = max(
+        run.rfind(";", start, limit), run.rfind("}", start, limit), run.rfind(")", start, limit)
+    )
+    end += 1
     if end <= start:
         return None
     code = run[start:end]

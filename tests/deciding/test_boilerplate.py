@@ -13,12 +13,14 @@ from consumer.deciding.boilerplate import (
     DENSER_BOUNDS,
     STORIES_KEY,
     STORY_STARTERS,
+    ArticleBoilerplate,
     comparable,
     sample,
     sample_reference,
     sampled_keys,
     stories_differ,
     stories_match,
+    tells_its_own_story,
     template_bar,
     undercounted_template,
     window_templates,
@@ -247,3 +249,20 @@ def test_two_briefs_under_one_template_and_a_widget_on_one_side_are_no_one_story
     # Taken by the bar alone, the template's densest keys would read as one story.
     by_bar = set(union[frequencies >= 30].tolist())
     assert stories_match(ours, theirs, by_bar, need=0.5)
+
+
+def test_a_copy_tells_a_story_of_its_own_only_beside_one_of_its_match() -> None:
+    rng = np.random.default_rng(5)
+    shared, mine, theirs = (rng.integers(0, 2**64, n, dtype=np.uint64) for n in (600, 300, 300))
+    copy = encode_shingles(b"C", np.concatenate([shared, mine]))
+    match = encode_shingles(b"C", np.concatenate([shared, theirs]))
+    cut_short = encode_shingles(b"C", shared)
+    assert ArticleBoilerplate(None, copy, 3).tells_its_own_story(match)
+    assert not ArticleBoilerplate(None, cut_short, 3).tells_its_own_story(match)
+    # Found in review: shingled the other way (by words), the same values are no common
+    # ground; nothing of the pair can be compared, so neither tells a story of its own.
+    assert not ArticleBoilerplate(None, copy, 3).tells_its_own_story(
+        encode_shingles(b"W", np.concatenate([shared, theirs]))
+    )
+    assert not tells_its_own_story({1, 2, 3, 4}, {1, 2, 3, 4, 5, 6, 7})
+    assert tells_its_own_story(set(range(10)), set(range(7, 17)))

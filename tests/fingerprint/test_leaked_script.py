@@ -54,6 +54,19 @@ def test_script_code_on_its_own_line_goes_from_english_text(code: str) -> None:
     ]
 
 
+def test_a_snippet_before_the_prose_of_a_page_goes_and_the_prose_stays() -> None:
+    # The page's paragraphs and the snippet in one run (block tags become spaces): the code
+    # ends where six plain words in a row begin.
+    prose = (
+        "The Senate voted on the bill on Tuesday, and the governor (who is expected to sign "
+        "it) said nothing."
+    )
+    page = strip_html(f"<p>{SNIPPETS[1]}</p><p>{prose}</p>")
+    assert strip_leaked_script(page).split() == prose.split()
+    page = strip_html(f"<p>{SNIPPETS[0]}</p><p>{prose} {prose} {prose}</p>")
+    assert strip_leaked_script(page).split() == (f"{prose} {prose} {prose}").split()
+
+
 def test_a_portal_page_of_scripts_leaves_nothing() -> None:
     assert strip_leaked_script(LEAKED_SCRIPT).strip() == ""
 
@@ -67,6 +80,12 @@ def test_a_portal_page_of_scripts_leaves_nothing() -> None:
         "Shares fell to US$(adjusted) 4.50 => a loss; analysts (three of them) agreed.",
         "He typed function(x) { return x; } into the chat and laughed about it for a while.",
         "记者在window.example网站看到，var是一个英文缩写；function(功能)一词常见。",
+        # Found in review: a page of paragraphs is one run once its tags are gone, and the
+        # last `;` or `)` of it lay far into the prose.
+        'He stared out the window.She said: "It\'s over; we are done (for now)," and left the '
+        "room without another word.",
+        "Acme Corp. said net loss narrowed to $(1.2) million ($(0.04) per share); revenue rose "
+        "3% to $20 million (see table).",
         'The JSON {"@context": 1} in a sentence is one thing, prose around it quite another, '
         "and this sentence goes on long enough to outweigh the braces in it by far.",
     ],

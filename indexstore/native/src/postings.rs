@@ -34,7 +34,7 @@ impl KeyPostings {
         Self::default()
     }
 
-    /// Post `row` under each of `keys` (a key given twice, twice).
+    /// Post `row` under each of `keys`, which are distinct (a row's distinct values).
     fn add(&mut self, row: u32, keys: PyBuffer<u32>) -> PyResult<()> {
         // SAFETY: the buffer stays alive until the method returns, and no Python code runs
         // meanwhile (the GIL is held), so nothing writes to the array while it is read.
@@ -54,9 +54,9 @@ impl KeyPostings {
         Ok(())
     }
 
-    /// The rows posted under at least `min_shared` of `keys`, and under how many, as
-    /// native-endian i64 bytes each: in the order a row is first named, going through `keys`
-    /// in turn and each key's rows in the order they were added.
+    /// The rows posted under at least `min_shared` of these distinct `keys`, and under how
+    /// many, as native-endian i64 bytes each: in the order a row is first named, going
+    /// through `keys` in turn and each key's rows in the order they were added.
     fn sharing<'py>(
         &self,
         py: Python<'py>,
