@@ -127,6 +127,10 @@ class Batch:
         # Current records of ids touched (pending) or read (committed) in this batch.
         self._pending: dict[str, Stored] = {}
         self._committed: dict[str, Stored | None] = {}
+        # The committed rows' shingles read so far, by (segment, seq): a row does not change
+        # while the batch is open, and one article is verified against many (an original
+        # against its copies), its match's shingles read again to weigh the copy's story.
+        self._shingles_read: dict[tuple[int, int], bytes | None] = {}
         # Old entries replaced in this batch, deleted at commit.
         self._dead_rows: list[DeadRow] = []
         self._dead_records: list[DeadRecord] = []
@@ -192,11 +196,15 @@ class Batch:
             ids.append(article_id)
             segments.append(current.record.event_time_ms // self._segment_ms)
             seqs.append(current.seq)
-        if ids:
-            raws = self._index.read_shingles(segments, seqs)
-            for article_id, raw in zip(ids, raws, strict=True):
-                if raw:
-                    found[article_id] = raw
+        read = self._shingles_read
+        rows = list(zip(segments, seqs, strict=True))
+        unread = [row for row in dict.fromkeys(rows) if row not in read]
+        if unread:
+            raws = self._index.read_shingles([r[0] for r in unread], [r[1] for r in unread])
+            read.update(zip(unread, raws, strict=True))
+        for article_id, row in zip(ids, rows, strict=True):
+            if raw := read[row]:
+                found[article_id] = raw
         return found
 
     def frequencies(self, keys: np.ndarray) -> np.ndarray:

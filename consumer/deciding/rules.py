@@ -399,20 +399,20 @@ def _takes_earlier(
             continue
         if was.text_chars is None:
             # Stored before text lengths were kept: judged from the earlier article's side.
-            if not verified_by_earlier(record.article_id):
-                return None
-            return match, _counts_as_story(rules, batch, record.sketch, boilerplate, match)
-        again = Analyzed(
-            record.article_id,
-            record.event_time_ms,
-            record.simhash,
-            record.content_hash,
-            record.sketch,
-            bands=record.bands,
-            shingles=shingles,
-            text_chars=was.text_chars,
-        )
-        if not _accepts(rules, batch, again, match, boilerplate, channel):
+            verified = verified_by_earlier(record.article_id)
+        else:
+            again = Analyzed(
+                record.article_id,
+                record.event_time_ms,
+                record.simhash,
+                record.content_hash,
+                record.sketch,
+                bands=record.bands,
+                shingles=shingles,
+                text_chars=was.text_chars,
+            )
+            verified = _accepts(rules, batch, again, match, boilerplate, channel)
+        if not verified:
             return None
         return match, _counts_as_story(rules, batch, record.sketch, boilerplate, match)
     return None

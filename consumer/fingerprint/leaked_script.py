@@ -36,6 +36,7 @@ _CHEAP_MARKS = (
     "window.",
     "=>",
     "$(",
+    "jQuery(",
     "@context",
 )
 _MARK = re.compile(

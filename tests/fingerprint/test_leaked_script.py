@@ -32,6 +32,8 @@ SNIPPETS = [
     '"datePublished": "2024-03-15T08:00:00+08:00", "author": {"@type": "Person"}}',
     # jQuery, arrow functions, a minified guard.
     "$(function () { $('.tab li').on('click', () => { $(this).addClass('on'); }); });",
+    # jQuery by its name, and no other mark a substring test looks for.
+    "jQuery('.nav a').click(jQuery.proxy(menu.open, menu)); jQuery('#top').hide(300);",
     "!function(e,t){var n=t.createElement('script');n.async=!0;n.src=e;t.body.appendChild(n)}"
     "('//ads.site.example/a.js',document);",
     "if (window.innerWidth < 768) { document.body.className += ' mobile'; }",
