@@ -267,3 +267,45 @@ def test_briefs_under_a_short_template_known_where_more_pages_count_it_flag_none
     feed = [{**a, "content": a["content"] + footer} for a in mid + short + briefs]
     decisions = run_check(tmp_path, feed)
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def test_copies_under_a_footer_and_a_list_of_related_headlines_are_found(tmp_path: Path) -> None:
+    # A site's pages end with five headlines of its recent stories above its footer: a list
+    # different on every page, each headline on a few pages. Forty stories make the footer
+    # known; then briefs of 250 characters, each followed by a lightly edited copy on the
+    # site, whose list makes it share less than half of its text with the original, and
+    # whose story the original's is all the same.
+    rng = Random(11)
+    site_stories = unrelated(40, max_chars=450)
+    titles = [a["title"] for a in site_stories]
+
+    def on_the_site(article: dict, recent: list[str]) -> dict:
+        related = "\n".join("· " + t for t in rng.sample(recent, 8))
+        return {**article, "content": f"{article['content']}\n相關新聞\n{related}\n{PORTAL_FOOTER}"}
+
+    # Each page lists headlines of the dozen stories before it (the first ones, of the first ten).
+    feed = [on_the_site(a, titles[max(0, i - 12) : max(i, 10)]) for i, a in enumerate(site_stories)]
+    known = {a["id"] for a in site_stories}
+    # Briefs: the first 250 characters of stories.
+    originals = [
+        {**a, "content": a["content"][:250]}
+        for a in corpus("zh_hkcnews_2017_2022", 1000)
+        if len(a["content"]) >= 300 and a["id"] not in known
+    ][:30]
+    kinds = [EditKind.TYPOS, EditKind.PUNCTUATION, EditKind.SWAPPED_SENTENCES]
+    for i, a in enumerate(originals):
+        edit = apply_edit(
+            kinds[i % 3], Text(a["title"], a["content"]), Script.TRADITIONAL, rng, Text("", "")
+        )
+        copy = {**a, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
+        feed += [a, on_the_site(copy, titles[-12:])]
+    texts = {a["id"]: text_of(a) for a in feed}
+    alike = [
+        f"copy-{i}"
+        for i, a in enumerate(originals)
+        if truth.jaccard(truth.shingles(texts[a["id"]]), truth.shingles(texts[f"copy-{i}"])) < 0.5
+    ]
+    decisions = {d["id"]: d for d in run_check(tmp_path, feed)}
+    assert [a for a in known if decisions[a]["decision"] != "unique"] == []
+    missed = [c for c in alike if decisions[c]["decision"] == "unique"]
+    assert len(alike) >= 20 and missed == [], (len(alike), missed)

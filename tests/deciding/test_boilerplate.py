@@ -15,6 +15,7 @@ from consumer.deciding.boilerplate import (
     STORY_STARTERS,
     ArticleBoilerplate,
     comparable,
+    page_furniture,
     sample,
     sample_reference,
     sampled_keys,
@@ -227,6 +228,51 @@ def test_stories_must_share_enough_keys_by_a_margin() -> None:
     assert stories_match(STORY, set(range(6, 26)) | TEMPLATE, TEMPLATE, need=0.5)
     # Four story keys, all in common: too few to tell a story by.
     assert not stories_match({1, 2, 3, 4}, {1, 2, 3, 4} | TEMPLATE, TEMPLATE, need=0.5)
+
+
+def furniture_counts(*groups: tuple[set[int], int]) -> dict[int, int]:
+    return {key: n for keys, n in groups for key in keys}
+
+
+# Eight headlines of other stories, each on a few pages (key 300+).
+RELATED = set(range(300, 312))
+
+
+def test_a_list_of_related_headlines_beside_a_template_is_no_story() -> None:
+    # The copy of a 20-key story carries a template (20 keys, 400 stories) and a list of
+    # related headlines (12 keys, 3-8 stories each): the list alone keeps the story Jaccard
+    # at 19 / 33, under the margin.
+    copy = (STORY - {20}) | {21} | TEMPLATE | RELATED
+    counts = furniture_counts((STORY | {21}, 1), (TEMPLATE, 400), (RELATED, 5))
+    assert not stories_match(STORY, copy, TEMPLATE, need=0.5)
+    beside = page_furniture(STORY, copy, TEMPLATE, counts, min_articles=3)
+    assert beside == RELATED
+    assert stories_match(STORY, copy, TEMPLATE, need=0.5, furniture=beside)
+    # Either side may be the page.
+    assert page_furniture(copy, STORY, TEMPLATE, counts, min_articles=3) == RELATED
+
+
+def test_page_furniture_is_only_that_of_a_story_reposted_under_a_template() -> None:
+    copy = STORY | TEMPLATE | RELATED
+    counts = furniture_counts((STORY, 1), (TEMPLATE, 400), (RELATED, 5))
+    # The plain side is an item of a formulaic series: phrases of its own that others carry.
+    phrases = set(range(400, 405))
+    series = furniture_counts((STORY, 1), (TEMPLATE, 400), (RELATED, 5), (phrases, 4))
+    assert not page_furniture(STORY | phrases, copy, TEMPLATE, series, min_articles=3)
+    # A template on each side, or on none.
+    other = set(range(500, 520))
+    both = counts | furniture_counts((other, 400))
+    assert not page_furniture(STORY | other, copy, TEMPLATE | other, both, min_articles=3)
+    assert not page_furniture(STORY, STORY | RELATED, set(), counts, min_articles=3)
+    # What they share is mostly carried by other stories: a template the window knows too
+    # little of, not their story.
+    known_little = furniture_counts((STORY, 6), (TEMPLATE, 400), (RELATED, 5))
+    assert not page_furniture(STORY, copy, TEMPLATE, known_little, min_articles=3)
+    # More carried keys than template keys: a digest of other stories, not a list beside a
+    # template.
+    digest = set(range(600, 625))
+    digested = counts | furniture_counts((digest, 3))
+    assert not page_furniture(STORY, copy | digest, TEMPLATE, digested, min_articles=3)
 
 
 def test_two_briefs_under_one_template_and_a_widget_on_one_side_are_no_one_story() -> None:
