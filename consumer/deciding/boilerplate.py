@@ -61,7 +61,7 @@ from statistics import median
 import numpy as np
 
 from consumer.deciding import stored
-from consumer.fingerprint.shingles import BOTTOM, low_values
+from consumer.fingerprint.shingles import BOTTOM, low_values, low_values_bytes
 from indexstore import Batch
 
 COUNTED_BELOW = 1 << 27
@@ -232,7 +232,12 @@ class StoryStarters:
 def posted_bytes(shingles: bytes) -> bytes:
     """`posted_keys` as little-endian u32: asked of each article by the batch's prefetch, its
     search and its put, so kept for a batch's worth of articles."""
-    return posted_keys(shingles).astype("<u4").tobytes()
+    if not shingles:
+        return b""
+    try:
+        return low_values_bytes(shingles, COUNTED_BELOW, COUNTED_AT_MOST)
+    except ValueError:
+        return b""
 
 
 def posted_keys(shingles: bytes) -> np.ndarray:

@@ -224,6 +224,13 @@ def low_values_reference(data: bytes, below: int, at_most: int) -> np.ndarray:
     return values[values < below][:at_most]
 
 
+def low_values_bytes(data: bytes, below: int, at_most: int) -> bytes:
+    """`low_values` as little-endian u32 bytes, as the native kernel gives them."""
+    if _native_low_values is not None:
+        return _native_low_values(data, below, at_most)  # type: ignore[no-any-return]
+    return low_values_reference(data, below, at_most).astype("<u4").tobytes()
+
+
 def low_values(data: bytes, below: int, at_most: int) -> np.ndarray:
     """The values of a shingles record below `below`, the smallest `at_most` of them, sorted
     (uint32). Every text keeps all its values below a bound that is the same for all texts

@@ -16,6 +16,7 @@ from consumer.deciding.boilerplate import (
     ArticleBoilerplate,
     comparable,
     page_furniture,
+    posted_bytes,
     sample,
     sample_reference,
     sampled_keys,
@@ -26,7 +27,12 @@ from consumer.deciding.boilerplate import (
     undercounted_template,
     window_templates,
 )
-from consumer.fingerprint.shingles import encode_shingles, low_values, low_values_reference
+from consumer.fingerprint.shingles import (
+    encode_shingles,
+    low_values,
+    low_values_bytes,
+    low_values_reference,
+)
 
 TEMPLATE = set(range(100, 120))
 
@@ -112,6 +118,9 @@ def test_the_native_low_values_are_the_reference(hashes: list[int], kind: bytes)
     expected = [v for v in values if v < COUNTED_BELOW][:COUNTED_AT_MOST]
     assert low_values(record, COUNTED_BELOW, COUNTED_AT_MOST).tolist() == expected
     assert low_values_reference(record, COUNTED_BELOW, COUNTED_AT_MOST).tolist() == expected
+    as_bytes = np.array(expected, dtype="<u4").tobytes()
+    assert low_values_bytes(record, COUNTED_BELOW, COUNTED_AT_MOST) == as_bytes
+    assert posted_bytes(record) == as_bytes
 
 
 def test_a_malformed_record_has_no_sample() -> None:
