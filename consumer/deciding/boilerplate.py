@@ -129,7 +129,7 @@ KNOWN_TEMPLATE_KEYS = 5
 # wrong pairs.
 # A page's list of related headlines, different on every page, falls short of a template's
 # bar and would count as the page's story: `page_furniture` leaves it out, when the pair looks
-# like a story reposted under a template (on templated cctv, 9 more copies found, none wrong).
+# like a story reposted under a template (on templated cctv, 20 more copies found, none wrong).
 ONE_SIDED_TEMPLATE_KEYS = 5
 MIN_SHARED_STORY_KEYS = 5
 STORY_MARGIN = 0.1
@@ -431,26 +431,34 @@ def page_furniture(
     counts: dict[int, int],
     min_articles: int,
 ) -> set[int]:
-    """The keys of a templated page, beside its template and its story, that a plain page it
-    may be a copy of lacks and a few other stories carry too (`[match]
-    boilerplate_min_articles`): the page's list of related headlines, different on every page
-    and so no template's. Empty unless the pair looks like a story reposted under a template:
-    one side has `ONE_SIDED_TEMPLATE_KEYS` template keys the other lacks and the other none;
-    the other has fewer than `ONE_SIDED_TEMPLATE_KEYS` such carried keys of its own (it is a
-    bare story, not an item of a formulaic series); at least half of the non-template keys
+    """The keys of a templated page, beside its template and its story, that the other side
+    lacks and a few other stories carry too (`[match] boilerplate_min_articles`): the page's
+    list of related headlines, different on every page and so no template's. Empty unless the
+    pair looks like a story reposted under a template: at least half of the non-template keys
     they share are carried by fewer stories (their common story, not a template the window
-    knows too little of); and the page carries no more such keys than template keys (a list
-    beside a template, not a digest of other stories)."""
+    knows too little of), and either
+    - both sides are pages, each with `ONE_SIDED_TEMPLATE_KEYS` template keys the other
+      lacks (two sites' templates): each page's such keys; or
+    - one side is a page with `ONE_SIDED_TEMPLATE_KEYS` template keys the other lacks, and
+      the other has fewer of its own, and fewer than `ONE_SIDED_TEMPLATE_KEYS` such carried
+      keys of its own (a bare story, not an item of a formulaic series): the page's;
+    and no page carries more such keys than template keys (a list beside a template, not a
+    digest of other stories)."""
     pages = ours - theirs, theirs - ours
     paged = [len(page & templates) for page in pages]
     carried = [{k for k in page - templates if counts[k] >= min_articles} for page in pages]
-    side = 0 if paged[0] else 1
-    if paged[1 - side] or paged[side] < ONE_SIDED_TEMPLATE_KEYS:
-        return set()
-    if len(carried[1 - side]) >= ONE_SIDED_TEMPLATE_KEYS or len(carried[side]) > paged[side]:
-        return set()
     shared = (ours & theirs) - templates
     if 2 * sum(counts[key] < min_articles for key in shared) < len(shared):
+        return set()
+    if min(paged) >= ONE_SIDED_TEMPLATE_KEYS:
+        # A page on each side, two sites' templates: each page's furniture.
+        if any(len(c) > p for c, p in zip(carried, paged, strict=True)):
+            return set()
+        return carried[0] | carried[1]
+    side = 0 if paged[0] >= paged[1] else 1
+    if paged[1 - side] >= ONE_SIDED_TEMPLATE_KEYS or paged[side] < ONE_SIDED_TEMPLATE_KEYS:
+        return set()
+    if len(carried[1 - side]) >= ONE_SIDED_TEMPLATE_KEYS or len(carried[side]) > paged[side]:
         return set()
     return carried[side]
 

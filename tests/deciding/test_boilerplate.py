@@ -261,6 +261,23 @@ def test_a_list_of_related_headlines_beside_a_template_is_no_story() -> None:
     assert page_furniture(copy, STORY, TEMPLATE, counts, min_articles=3) == RELATED
 
 
+def test_two_sites_pages_each_have_their_furniture() -> None:
+    # Another site's template (20 keys) and list (6 keys) on the original, the first site's
+    # on the copy.
+    other, listed = set(range(500, 520)), set(range(520, 526))
+    counts = furniture_counts((STORY, 1), (TEMPLATE | other, 400), (RELATED | listed, 5))
+    original, copy = STORY | other | listed, STORY | TEMPLATE | RELATED
+    templates = TEMPLATE | other
+    assert not stories_match(original, copy, templates, need=0.5)
+    beside = page_furniture(original, copy, templates, counts, min_articles=3)
+    assert beside == RELATED | listed
+    assert stories_match(original, copy, templates, need=0.5, furniture=beside)
+    # A page with more such keys than template keys is a digest: neither page has furniture.
+    digest = set(range(600, 630))
+    digested = counts | furniture_counts((digest, 3))
+    assert not page_furniture(original | digest, copy, templates, digested, min_articles=3)
+
+
 def test_page_furniture_is_only_that_of_a_story_reposted_under_a_template() -> None:
     copy = STORY | TEMPLATE | RELATED
     counts = furniture_counts((STORY, 1), (TEMPLATE, 400), (RELATED, 5))
@@ -268,10 +285,7 @@ def test_page_furniture_is_only_that_of_a_story_reposted_under_a_template() -> N
     phrases = set(range(400, 405))
     series = furniture_counts((STORY, 1), (TEMPLATE, 400), (RELATED, 5), (phrases, 4))
     assert not page_furniture(STORY | phrases, copy, TEMPLATE, series, min_articles=3)
-    # A template on each side, or on none.
-    other = set(range(500, 520))
-    both = counts | furniture_counts((other, 400))
-    assert not page_furniture(STORY | other, copy, TEMPLATE | other, both, min_articles=3)
+    # A template on neither side.
     assert not page_furniture(STORY, STORY | RELATED, set(), counts, min_articles=3)
     # What they share is mostly carried by other stories: a template the window knows too
     # little of, not their story.
