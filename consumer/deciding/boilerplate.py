@@ -40,8 +40,9 @@ and this rule.
 
 One rule gives flags: a copy that carries a page template on one side only, or another site's
 on each, can have texts sharing less than `[match] min_jaccard` however little it was edited.
-Its pair is a copy when, left without the window's templates, the two samples tell one story by
-a clear margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`). Such a copy is
+Its pair is a copy when, left without the window's templates (and a page's furniture, such as
+its list of related headlines: `page_furniture`), the two samples tell one story by a clear
+margin (`stories_match`, the constants below `KNOWN_TEMPLATE_KEYS`). Such a copy is
 often a candidate of neither SimHash nor bands, both taken over the whole text: the index also
 posts every article under the shingle values of its long sample's range (`posted_keys`), and
 an article asks for those of its own that few stories of the window carry, which no template's
@@ -352,7 +353,8 @@ class ArticleBoilerplate:
 
     def stories_match(self, candidate_shingles: bytes, need: float) -> bool:
         """`stories_match` of the article and a candidate whose texts share less than `need`,
-        with the window's templates (`window_templates`)."""
+        with the window's templates (`window_templates`) and the pages' furniture
+        (`page_furniture`)."""
         if not len(self._keys):
             return False
         a, b = comparable(self._own, sample(candidate_shingles))
@@ -432,35 +434,40 @@ def page_furniture(
     min_articles: int,
 ) -> set[int]:
     """The keys of a templated page, beside its template and its story, that the other side
-    lacks and a few other stories carry too (`[match] boilerplate_min_articles`): the page's
-    list of related headlines, different on every page and so no template's. Empty unless the
-    pair looks like a story reposted under a template: at least half of the non-template keys
-    they share are carried by fewer stories (their common story, not a template the window
-    knows too little of), and either
+    lacks and that at least `[match] boilerplate_min_articles` stories of the window carry
+    (the page itself may be one of them): the page's list of related headlines, different on
+    every page and so no template's. Empty unless the pair looks like a story reposted under a
+    template: at least half of the non-template keys they share are carried by fewer stories
+    (their common story, not a template the window knows too little of), and either
     - both sides are pages, each with `ONE_SIDED_TEMPLATE_KEYS` template keys the other
       lacks (two sites' templates): each page's such keys; or
     - one side is a page with `ONE_SIDED_TEMPLATE_KEYS` template keys the other lacks, and
       the other has fewer of its own, and fewer than `ONE_SIDED_TEMPLATE_KEYS` such carried
       keys of its own (a bare story, not an item of a formulaic series): the page's;
-    and no page carries more such keys than template keys (a list beside a template, not a
-    digest of other stories)."""
+    and no page has more such keys than template keys the other lacks, nor the pages together
+    more than the story keys they share (a list beside a template and a story, not a digest
+    of other stories)."""
     pages = ours - theirs, theirs - ours
     paged = [len(page & templates) for page in pages]
-    carried = [{k for k in page - templates if counts[k] >= min_articles} for page in pages]
-    shared = (ours & theirs) - templates
-    if 2 * sum(counts[key] < min_articles for key in shared) < len(shared):
+    if max(paged) < ONE_SIDED_TEMPLATE_KEYS:
         return set()
+    shared = (ours & theirs) - templates
+    rare_shared = sum(counts[key] < min_articles for key in shared)
+    if 2 * rare_shared < len(shared):
+        return set()
+    carried = [{k for k in page - templates if counts[k] >= min_articles} for page in pages]
     if min(paged) >= ONE_SIDED_TEMPLATE_KEYS:
         # A page on each side, two sites' templates: each page's furniture.
-        if any(len(c) > p for c, p in zip(carried, paged, strict=True)):
+        sides = [0, 1]
+    else:
+        side = 0 if paged[0] >= paged[1] else 1
+        if len(carried[1 - side]) >= ONE_SIDED_TEMPLATE_KEYS:
             return set()
-        return carried[0] | carried[1]
-    side = 0 if paged[0] >= paged[1] else 1
-    if paged[1 - side] >= ONE_SIDED_TEMPLATE_KEYS or paged[side] < ONE_SIDED_TEMPLATE_KEYS:
+        sides = [side]
+    if any(len(carried[side]) > paged[side] for side in sides):
         return set()
-    if len(carried[1 - side]) >= ONE_SIDED_TEMPLATE_KEYS or len(carried[side]) > paged[side]:
-        return set()
-    return carried[side]
+    furniture = set().union(*(carried[side] for side in sides))
+    return furniture if len(furniture) <= rare_shared else set()
 
 
 def undercounted_template(

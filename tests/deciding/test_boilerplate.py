@@ -243,13 +243,13 @@ def furniture_counts(*groups: tuple[set[int], int]) -> dict[int, int]:
     return {key: n for keys, n in groups for key in keys}
 
 
-# Eight headlines of other stories, each on a few pages (key 300+).
+# A list of related headlines: 12 keys, each carried by 5 stories (key 300+).
 RELATED = set(range(300, 312))
 
 
 def test_a_list_of_related_headlines_beside_a_template_is_no_story() -> None:
     # The copy of a 20-key story carries a template (20 keys, 400 stories) and a list of
-    # related headlines (12 keys, 3-8 stories each): the list alone keeps the story Jaccard
+    # related headlines (12 keys, 5 stories each): the list alone keeps the story Jaccard
     # at 19 / 33, under the margin.
     copy = (STORY - {20}) | {21} | TEMPLATE | RELATED
     counts = furniture_counts((STORY | {21}, 1), (TEMPLATE, 400), (RELATED, 5))
@@ -259,6 +259,29 @@ def test_a_list_of_related_headlines_beside_a_template_is_no_story() -> None:
     assert stories_match(STORY, copy, TEMPLATE, need=0.5, furniture=beside)
     # Either side may be the page.
     assert page_furniture(copy, STORY, TEMPLATE, counts, min_articles=3) == RELATED
+
+
+def test_furniture_is_never_more_than_the_story_the_pair_shares() -> None:
+    # Two short pages of two sites, each with its template and its list (12 and 6 keys),
+    # whose stories share 6 sampled keys and have 2 each of their own: left out, the lists
+    # would leave a story Jaccard of 6 / 10 decided on ten keys; they outnumber the story the
+    # two share, so they stay, and the pages are no one story.
+    other, listed = set(range(500, 520)), set(range(520, 526))
+    common, mine, yours = set(range(1, 7)), {40, 41}, {60, 61}
+    counts = furniture_counts(
+        (common | mine | yours, 1), (TEMPLATE | other, 400), (RELATED | listed, 5)
+    )
+    a, b = common | mine | other | listed, common | yours | TEMPLATE | RELATED
+    templates = TEMPLATE | other
+    assert stories_match(a, b, templates, need=0.5, furniture=RELATED | listed)
+    beside = page_furniture(a, b, templates, counts, min_articles=3)
+    assert not beside
+    assert not stories_match(a, b, templates, need=0.5, furniture=beside)
+    # With 20 story keys in common, the same lists are furniture.
+    story = set(range(1, 21))
+    counts |= furniture_counts((story, 1))
+    a, b = story | other | listed, story | TEMPLATE | RELATED
+    assert page_furniture(a, b, templates, counts, min_articles=3) == RELATED | listed
 
 
 def test_two_sites_pages_each_have_their_furniture() -> None:
