@@ -107,6 +107,29 @@ def test_a_footer_longer_than_every_story_is_learned_from_the_pages_it_makes_cop
     assert set(flagged) <= {a["id"] for a in stories[:5]}
 
 
+def edited_copy(article: dict, i: int, kinds: list[EditKind], rng: Random) -> dict:
+    """Copy `copy-i` of the article, with the edit `kinds[i % len(kinds)]`."""
+    edit = apply_edit(
+        kinds[i % len(kinds)],
+        Text(article["title"], article["content"]),
+        Script.TRADITIONAL,
+        rng,
+        Text("", ""),
+    )
+    return {**article, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
+
+
+def sharing_less_than_half(originals: list[dict], feed: list[dict]) -> list[str]:
+    """The copies (`copy-i` of `originals[i]`) whose texts in `feed` share less than half of
+    their shingles with their original's: those the story rules have to find."""
+    texts = {a["id"]: text_of(a) for a in feed}
+    return [
+        f"copy-{i}"
+        for i, a in enumerate(originals)
+        if truth.jaccard(truth.shingles(texts[a["id"]]), truth.shingles(texts[f"copy-{i}"])) < 0.5
+    ]
+
+
 def with_copies(originals: list[dict], seed: int, wrap) -> list[dict]:
     """Each original, then an edited copy of it: `wrap` (a page template) on the copy alone,
     on the original alone, or on both, in turn; the copies are named copy-0, copy-1, …"""
@@ -114,10 +137,7 @@ def with_copies(originals: list[dict], seed: int, wrap) -> list[dict]:
     kinds = [EditKind.TRUNCATION, EditKind.BOILERPLATE, EditKind.DROPPED_SENTENCES]
     feed = []
     for i, a in enumerate(originals):
-        edit = apply_edit(
-            kinds[i % 3], Text(a["title"], a["content"]), Script.TRADITIONAL, rng, Text("", "")
-        )
-        copy = {**a, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
+        copy = edited_copy(a, i, kinds, rng)
         where = i % 3
         feed += [wrap(a) if where in (1, 2) else a, wrap(copy) if where in (0, 2) else copy]
     return feed
@@ -224,17 +244,9 @@ def test_copies_with_a_learned_footer_on_one_side_only_are_found(tmp_path: Path)
     kinds = [EditKind.TYPOS, EditKind.PUNCTUATION, EditKind.SWAPPED_SENTENCES]
     feed = list(learned)
     for i, a in enumerate(originals):
-        edit = apply_edit(
-            kinds[i % 3], Text(a["title"], a["content"]), Script.TRADITIONAL, rng, Text("", "")
-        )
-        copy = {**a, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
+        copy = edited_copy(a, i, kinds, rng)
         feed += [a, with_footer(copy)] if i % 2 else [with_footer(a), copy]
-    texts = {a["id"]: text_of(a) for a in feed}
-    alike = [
-        f"copy-{i}"
-        for i, a in enumerate(originals)
-        if truth.jaccard(truth.shingles(texts[a["id"]]), truth.shingles(texts[f"copy-{i}"])) < 0.5
-    ]
+    alike = sharing_less_than_half(originals, feed)
     decisions = {d["id"]: d for d in run_check(tmp_path, feed)}
     assert [a["id"] for a in learned if decisions[a["id"]]["decision"] != "unique"] == []
     # 11 of the 30 were found before the story rule, 20 before the rare-keys channel: the
@@ -294,17 +306,9 @@ def test_copies_under_a_footer_and_a_list_of_related_headlines_are_found(tmp_pat
     ][:30]
     kinds = [EditKind.TYPOS, EditKind.PUNCTUATION, EditKind.SWAPPED_SENTENCES]
     for i, a in enumerate(originals):
-        edit = apply_edit(
-            kinds[i % 3], Text(a["title"], a["content"]), Script.TRADITIONAL, rng, Text("", "")
-        )
-        copy = {**a, "id": f"copy-{i}", "title": edit.text.title, "content": edit.text.content}
+        copy = edited_copy(a, i, kinds, rng)
         feed += [a, on_the_site(copy, titles[-12:])]
-    texts = {a["id"]: text_of(a) for a in feed}
-    alike = [
-        f"copy-{i}"
-        for i, a in enumerate(originals)
-        if truth.jaccard(truth.shingles(texts[a["id"]]), truth.shingles(texts[f"copy-{i}"])) < 0.5
-    ]
+    alike = sharing_less_than_half(originals, feed)
     decisions = {d["id"]: d for d in run_check(tmp_path, feed)}
     assert [a for a in known if decisions[a]["decision"] != "unique"] == []
     # Each copy found in its original's cluster (some briefs are copies of an earlier one).
