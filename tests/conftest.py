@@ -213,18 +213,27 @@ def small_fs(tmp_path: Path) -> Iterator[SmallFilesystem]:
 
 
 # -- fuzzing: how many inputs each fuzz test tried, printed at the end of the session ---------
+# Kept in the test's report (user_properties), which a pytest-xdist worker sends to the
+# process that prints the summary.
 
-_FUZZ_INPUTS: list[tuple[str, int]] = []
+_FUZZ_INPUTS = "fuzz_inputs"
 
 
 @pytest.fixture
 def record_fuzz_inputs(request: pytest.FixtureRequest) -> Callable[[int], None]:
     """`record_fuzz_inputs(n)`: this test tried n inputs (shown in the session summary)."""
-    return lambda count: _FUZZ_INPUTS.append((request.node.nodeid, count))
+    return lambda count: request.node.user_properties.append((_FUZZ_INPUTS, count))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _FUZZ_INPUTS:
+    tried = [
+        (report.nodeid, value)
+        for report in terminalreporter.stats.get("passed", [])
+        if report.when == "call"
+        for name, value in report.user_properties
+        if name == _FUZZ_INPUTS
+    ]
+    if tried:
         terminalreporter.section("fuzzing")
-        for nodeid, count in _FUZZ_INPUTS:
+        for nodeid, count in tried:
             terminalreporter.write_line(f"{nodeid}: {count:,} inputs tried")
