@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.fingerprint.leaked_style import strip_leaked_style
+from consumer.fingerprint.leaked_style import (
+    _EMPTY_AT_RULE,
+    _OPENS_DECLARATION,
+    _RULES,
+    strip_leaked_style,
+)
 from consumer.fingerprint.normalize import Normalizer
 
 TEMPLATE_CSS = (
@@ -53,6 +58,68 @@ def test_prose_with_braces_stays(prose: str) -> None:
 @given(st.text().filter(lambda t: "{" not in t))
 def test_text_without_a_brace_is_never_touched(text: str) -> None:
     assert strip_leaked_style(text) is text
+
+
+# Pieces of style sheets, markup names, prose and their separators, glued at random: the
+# rules' scan tries a match only where one can start, and must take out what trying at every
+# character does.
+_PIECES = st.sampled_from(
+    [
+        ".art-hd",
+        "#nav",
+        " .cur",
+        "ul",
+        " li",
+        " a",
+        ":hover",
+        "::before",
+        "[href^='x']",
+        "h1",
+        "H2",
+        "div.main",
+        " > ",
+        " + ",
+        ",",
+        "@media screen",
+        "@font-face",
+        "*",
+        "x-div",
+        "_p",
+        "-a",
+        "3p",
+        "{",
+        "}",
+        "{color:#c00;",
+        "padding:0 1px",
+        ";",
+        "}",
+        " ",
+        "\n",
+        "正文",
+        "记者报道",
+        "The story",
+        " a b i ",
+        "é",
+        "pé{color:red}",
+        "p{margin:0}",
+        "table td{border:0}",
+        "@media (x){.a{b:c}}",
+        ".",
+    ]
+)
+
+
+def _every_character(text: str) -> str:
+    if "{" not in text or _OPENS_DECLARATION.search(text) is None:
+        return text
+    text = _RULES.sub(" ", text)
+    return _EMPTY_AT_RULE.sub(" ", text) if "@" in text else text
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_rules_are_found_where_trying_every_character_finds_them(text: str) -> None:
+    assert strip_leaked_style(text) == _every_character(text)
 
 
 def test_a_chinese_article_behind_a_style_block_normalizes_as_without_it() -> None:
