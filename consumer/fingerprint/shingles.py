@@ -7,8 +7,11 @@ minima behind the sketch barely move under such edits, so 16 keys of 3 minima ea
 article, held in memory by the index) give a second channel: an earlier article sharing 2 of
 them is a candidate. The 65-byte sketch, whose four-bit minima estimate Jaccard with a standard
 error of ~0.05, cannot verify such a candidate, nor settle a SimHash candidate near the
-threshold; the 512 smallest distinct 32-bit shingle hashes can, exactly for texts of at most
-512 shingles and within ~sqrt(J(1 - J) / 512) above. They stay on disk and are read only for
+threshold; the 512 smallest distinct 32-bit shingle hashes can, exactly for texts of fewer
+than 512 shingles and within ~sqrt(J(1 - J) / 512) for two longer ones (`bottom_jaccard`
+compares every value both records know: all of a short text's, those below the largest of a
+long one's 512). On 12,000 scraped Chinese news pages nine of ten flags below the truth's 0.5
+were pairs at 0.48-0.50 that the 512 smallest of their union put over it. They stay on disk and are read only for
 those candidates (one to five in a hundred articles): Rice-coded gaps, ~1.5 KB an article on
 Chinese news (all the shingles would often be over 2 KB), ~0.3 KB on English wire news.
 
@@ -202,17 +205,24 @@ def bottom_jaccard_reference(a: bytes, b: bytes) -> float | None:
         return None
     if len(values_a) == 0 and len(values_b) == 0:
         return 1.0
-    union = np.union1d(values_a, values_b)[:BOTTOM]
-    limit = union[-1]
-    both = np.intersect1d(values_a[values_a <= limit], values_b[values_b <= limit])
+    # A record of BOTTOM values may have left larger ones out: below its largest, both sets
+    # are known in full. A record of fewer holds its whole set.
+    limits = [int(v[-1]) for v in (values_a, values_b) if len(v) == BOTTOM]
+    if limits:
+        limit = min(limits)
+        values_a, values_b = values_a[values_a <= limit], values_b[values_b <= limit]
+    union = np.union1d(values_a, values_b)
+    both = np.intersect1d(values_a, values_b, assume_unique=True)
     return len(both) / len(union)
 
 
 def bottom_jaccard(a: bytes, b: bytes) -> float | None:
     """Jaccard similarity of the shingle sets behind two shingles records, from their bottom
-    512 values: the 512 smallest of the union are known from both, and those in both records
-    are counted (exact when both texts have at most 512 distinct values). None when either is
-    empty or malformed, or they are of different shinglings."""
+    512 values: of every value up to the smaller of the largest values of the records that
+    are full (512 values, which may have left larger ones out), the share in both. That is at
+    least the 512 smallest of the union, more when a record holds fewer than 512 values, and
+    exact when both do (texts of fewer than 512 distinct shingles). None when either is empty
+    or malformed, or they are of different shinglings."""
     if _native_bottom_jaccard is not None:
         return _native_bottom_jaccard(a, b)
     return bottom_jaccard_reference(a, b)

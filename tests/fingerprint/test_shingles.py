@@ -20,6 +20,7 @@ from consumer.fingerprint.shingles import (
     BOTTOM,
     band_keys,
     bands_and_shingles,
+    bottom_jaccard,
     bottom_jaccard_reference,
     decode_shingles,
     encode_shingles,
@@ -38,17 +39,6 @@ def prototype_band_keys(minima: np.ndarray, bands: int = 16, rows: int = 3) -> b
             h = (h * np.uint64(0x9E3779B97F4A7C15)) ^ m[:, :, r]
         h = sk._fmix64(h + np.arange(bands, dtype=np.uint64))
     return (h >> np.uint64(32)).astype(np.uint32)[0].astype("<u4").tobytes()
-
-
-def prototype_bottom_k_jaccard(a: np.ndarray, b: np.ndarray, n: int = BOTTOM) -> float:
-    """`bottom_k_jaccard` of tools/accuracy-prototype."""
-    a, b = a[:n], b[:n]
-    if len(a) == 0 and len(b) == 0:
-        return 1.0
-    union = np.union1d(a, b)[:n]
-    limit = union[-1]
-    both = np.intersect1d(a[a <= limit], b[b <= limit], assume_unique=True)
-    return len(both) / len(union)
 
 
 def hashes_with_top_bits(values: list[int], rng: random.Random) -> np.ndarray:
@@ -122,24 +112,48 @@ def test_extreme_values_round_trip() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    common=st.sets(U32, max_size=900),
-    only_a=st.sets(U32, max_size=600),
-    only_b=st.sets(U32, max_size=600),
+    sizes=st.tuples(st.integers(0, 900), st.integers(0, 600), st.integers(0, 600)),
+    seed=st.integers(),
 )
-def test_bottom_jaccard_is_the_prototypes_and_exact_up_to_512(
-    common: set[int], only_a: set[int], only_b: set[int]
+def test_bottom_jaccard_is_the_share_in_both_of_what_both_records_know(
+    sizes: tuple[int, int, int], seed: int
 ) -> None:
+    """Of every value up to the smaller largest value of the full records (512 values), the
+    share in both; all of both sets when neither record is full, and then exact."""
+    rng = random.Random(seed)
+    values = rng.sample(range(2**32), sum(sizes))
+    common, only_a, only_b = (
+        set(values[: sizes[0]]),
+        set(values[sizes[0] : sizes[0] + sizes[1]]),
+        set(values[sizes[0] + sizes[1] :]),
+    )
     a, b = common | only_a, common | only_b
-    rng = random.Random(1)
     record_a = encode_shingles(b"C", hashes_with_top_bits(sorted(a), rng))
     record_b = encode_shingles(b"C", hashes_with_top_bits(sorted(b), rng))
     got = bottom_jaccard_reference(record_a, record_b)
-    bottom_a = np.array(sorted(a)[:BOTTOM], dtype=np.uint32)
-    bottom_b = np.array(sorted(b)[:BOTTOM], dtype=np.uint32)
-    assert got == prototype_bottom_k_jaccard(bottom_a, bottom_b)
-    if len(a) <= BOTTOM and len(b) <= BOTTOM:
+    assert got == bottom_jaccard(record_a, record_b)
+    kept_a, kept_b = sorted(a)[:BOTTOM], sorted(b)[:BOTTOM]
+    limit = min([kept[-1] for kept in (kept_a, kept_b) if len(kept) == BOTTOM], default=2**32 - 1)
+    known_a = {v for v in kept_a if v <= limit}
+    known_b = {v for v in kept_b if v <= limit}
+    assert got == (len(known_a & known_b) / len(known_a | known_b) if a | b else 1.0)
+    # Never fewer values than the 512 smallest of the union, which a bottom-512 sketch has.
+    assert len(known_a | known_b) >= min(BOTTOM, len(a | b))
+    if len(a) < BOTTOM and len(b) < BOTTOM:
         exact = len(a & b) / len(a | b) if a | b else 1.0
         assert got == exact
+
+
+def test_bottom_jaccard_is_exact_when_both_records_hold_every_value() -> None:
+    """Two texts of 400 shingles each, 250 of them in common: the records hold all of both,
+    though their union (550 values) is more than 512."""
+    rng = random.Random(7)
+    values = rng.sample(range(2**32), 550)
+    a, b = sorted(values[:400]), sorted(values[150:])
+    record_a = encode_shingles(b"C", hashes_with_top_bits(a, rng))
+    record_b = encode_shingles(b"C", hashes_with_top_bits(b, rng))
+    assert bottom_jaccard_reference(record_a, record_b) == 250 / 550
+    assert bottom_jaccard(record_a, record_b) == 250 / 550
 
 
 def test_bottom_jaccard_of_real_copies(texts: list[str]) -> None:

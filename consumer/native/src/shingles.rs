@@ -395,7 +395,8 @@ impl<'a> BitReader<'a> {
 }
 
 /// `shingles.bottom_jaccard`: None when either record is empty or malformed, or their
-/// shinglings differ; else, of the 512 smallest values of their union, the share in both.
+/// shinglings differ; else, of every value up to the smaller of the largest values of the
+/// full records (512 values), the share in both: exact when neither is full.
 pub fn bottom_jaccard(a: &[u8], b: &[u8]) -> Option<f64> {
     if a.is_empty() || b.is_empty() {
         return None;
@@ -408,9 +409,15 @@ pub fn bottom_jaccard(a: &[u8], b: &[u8]) -> Option<f64> {
     if a.is_empty() && b.is_empty() {
         return Some(1.0);
     }
-    // Walk the union in order: every value of both sets up to its 512th value is met.
+    // A record of BOTTOM values may have left larger ones out: below its largest, both sets
+    // are known in full. A record of fewer holds its whole set.
+    let full = |v: &[u32]| if v.len() == BOTTOM { v[BOTTOM - 1] } else { u32::MAX };
+    let limit = full(a).min(full(b));
+    let a = &a[..a.partition_point(|&v| v <= limit)];
+    let b = &b[..b.partition_point(|&v| v <= limit)];
+    // Walk the union of what is known in order.
     let (mut i, mut j, mut union, mut both) = (0, 0, 0usize, 0usize);
-    while union < BOTTOM && (i < a.len() || j < b.len()) {
+    while i < a.len() || j < b.len() {
         if j == b.len() || (i < a.len() && a[i] < b[j]) {
             i += 1;
         } else if i == a.len() || b[j] < a[i] {
