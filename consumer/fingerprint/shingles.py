@@ -11,9 +11,10 @@ threshold; the 512 smallest distinct 32-bit shingle hashes can, exactly for text
 than 512 shingles and within ~sqrt(J(1 - J) / 512) for two longer ones (`bottom_jaccard`
 compares every value both records know: all of a short text's, those below the largest of a
 long one's 512). On 12,000 scraped Chinese news pages nine of ten flags below the truth's 0.5
-were pairs at 0.48-0.50 that the 512 smallest of their union put over it. They stay on disk and are read only for
-those candidates (one to five in a hundred articles): Rice-coded gaps, ~1.5 KB an article on
-Chinese news (all the shingles would often be over 2 KB), ~0.3 KB on English wire news.
+were pairs at 0.48-0.50 that the 512 smallest of their union put over it. They stay on disk
+and are read only for those candidates (one to five in a hundred articles): Rice-coded gaps,
+~1.5 KB an article on Chinese news (all the shingles would often be over 2 KB), ~0.3 KB on
+English wire news.
 
 Replayed offline on all three corpora (benchmarks/history/2026-11-26.md, "Where `check`'s
 misses come from"), the two together take recall to >= 0.999 and precision to >= 0.9992.
