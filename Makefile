@@ -18,7 +18,7 @@ SYSTEM_DEPS := prometheus:prometheus kcat:kcat docker-compose:docker-compose \
 # What `make demo` needs of them: the broker's Java and the Maven that fetches its jars.
 DEMO_DEPS := java:default-jre-headless mvn:maven
 LINT_PATHS := consumer indexstore tests docs examples benchmarks tools tools/decision-frontier \
-	tools/compare-fingerprinting tools/accuracy-prototype
+	tools/compare-fingerprinting tools/accuracy-prototype tools/scraped-corpus
 # Type-checked with mypy --strict ([tool.mypy] in pyproject.toml): the index, the Kafka loop
 # and the Kafka harness; the rest is not annotated throughout yet.
 TYPED_PATHS := indexstore consumer/records consumer/library consumer/stream/service.py consumer/stream/stage.py consumer/stream/checkpoint.py \
