@@ -228,7 +228,8 @@ def record_fuzz_inputs(request: pytest.FixtureRequest) -> Callable[[int], None]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     tried = [
         (report.nodeid, value)
-        for report in terminalreporter.stats.get("passed", [])
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
         if report.when == "call"
         for name, value in report.user_properties
         if name == _FUZZ_INPUTS
