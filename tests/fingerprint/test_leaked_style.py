@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.fingerprint.leaked_style import (
+    _DATA_URI,
     _EMPTY_AT_RULE,
     _OPENS_DECLARATION,
     _RULES,
@@ -40,6 +41,32 @@ def test_style_rules_go(text: str, expected: str) -> None:
     assert strip_leaked_style(text) == expected
 
 
+# What portals' sheets hold beside plain rules, each of which once stopped the scan and left
+# its rule, or all of a data URI's kilobytes, in the text.
+@pytest.mark.parametrize(
+    "sheet",
+    [
+        "@keyframes spin{0%{transform:rotate(0)}62.5%{opacity:.5}100%{transform:rotate(1turn)}}",
+        "@-webkit-keyframes fade{from{opacity:0}to{opacity:1}}",
+        "/* header */.hd{padding:0}/*! v1.2 | MIT */.nav{margin:0 /* inline */;color:#333}",
+        "[data-v-1a2b]{color:red}.a[data-v-1a2b]{margin:0}",
+        ":root{--main-color:#fff;--gap:8px}.a{color:var(--main-color)}",
+        ".logo{background:url(data:image/png;base64,iVBORw0KGgo"
+        + "A" * 3000
+        + "==) no-repeat;width:20px}",
+        ".f{src:url('data:font/woff2;charset=utf-8;base64,d09GMgABAAAAA') format('woff2')}",
+        ".clearfix{*zoom:1;_height:1px}.clearfix:after{content:'.';display:block;clear:both}",
+        '@charset "utf-8";@import url(//s.portal.example/a.css);.a{color:red}',
+        ".icon svg path{fill:#333}iframe{border:0}",
+        ".a{\r\n  color: red;\r\n}\r\n.b{margin:0}",
+    ],
+)
+def test_every_part_of_a_portal_sheet_goes(sheet: str) -> None:
+    story = "香港特区政府今日公布最新经济数据，第三季度本地生产总值按年实质增长百分之二点九。"
+    assert strip_leaked_style(sheet + story).strip() == story
+    assert strip_leaked_style("导语" + sheet + story).replace(" ", "") == "导语" + story
+
+
 @pytest.mark.parametrize(
     "prose",
     [
@@ -48,6 +75,9 @@ def test_style_rules_go(text: str, expected: str) -> None:
         "Sets like {1, 2, 3} and maps like {key: value} are not style rules.",
         "记者{张三}报道：今日{天气：晴}",
         "If x {y:z} then",
+        "Growth was 5% in March {note: revised} and 62.5% of it {came: from exports}.",
+        "A list [1] {see: below} and a time 12:30 {local: yes}.",
+        "Comments /* like this */ {stay: put} in prose.",
     ],
 )
 def test_prose_with_braces_stays(prose: str) -> None:
@@ -105,6 +135,24 @@ _PIECES = st.sampled_from(
         "table td{border:0}",
         "@media (x){.a{b:c}}",
         ".",
+        "/* c */",
+        "/*",
+        "*/",
+        "[data-x]",
+        ":root",
+        "0%",
+        "62.5%",
+        "5",
+        "from",
+        "to",
+        "svg",
+        "{*zoom:1",
+        "--v:1",
+        "_height:2px",
+        "url(data:a;b)",
+        "@import x;",
+        "@charset 'u';",
+        "\r\n",
     ]
 )
 
@@ -112,6 +160,8 @@ _PIECES = st.sampled_from(
 def _every_character(text: str) -> str:
     if "{" not in text or _OPENS_DECLARATION.search(text) is None:
         return text
+    if "data:" in text:
+        text = _DATA_URI.sub("url()", text)
     text = _RULES.sub(" ", text)
     return _EMPTY_AT_RULE.sub(" ", text) if "@" in text else text
 
@@ -141,6 +191,13 @@ def test_a_chinese_article_behind_a_style_block_normalizes_as_without_it() -> No
         "{color:red} " + ".a" * 32_000,
         "{color:red} " + "#x" * 32_000,
         "{color:red} " + "p:a" * 20_000,
+        "{color:red} " + "/*" * 30_000,
+        "{color:red} " + "/* " + "x" * 60_000,
+        "{color:red} " + "[a]" * 20_000,
+        "{color:red} " + ":a" * 30_000,
+        "{color:red} " + "1%" * 30_000,
+        "{color:red} " + "url(data:" * 10_000,
+        "{color:red} " + "@import " * 10_000,
     ],
 )
 def test_hostile_text_is_linear(hostile: str) -> None:
