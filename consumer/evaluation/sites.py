@@ -93,11 +93,22 @@ _CHENLAN = Site(
     editors=("周海宁", "林若溪", "郭振东"),
 )
 
-# A financial site whose layout CSS leaked too, with a different stylesheet and a footer.
+# A financial site whose layout CSS leaked too, with a different stylesheet and a footer. Its
+# sheet is minified as a build tool leaves one: a licence comment, an old browser's clearfix
+# hack, an animation's keyframes and an icon inlined as a data URI.
 _BEIAN = Site(
     key="beian",
     head=(
+        "/*! beian-caijing layout v4.2.1 | (c) 2012-2024 */"
         'body{font-family:"Helvetica Neue",Arial,"PingFang SC","Microsoft YaHei",sans-serif;}'
+        '.clearfix{*zoom:1;}.clearfix:after{content:"";display:table;clear:both;}'
+        "@keyframes ad-fade{from{opacity:0}to{opacity:1}}"
+        ".ico-hot{display:inline-block;width:16px;height:16px;background:url(data:image/png;"
+        "base64,iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAYAAAAf8/9hpU3KGCUwux1tEyze1iN7LtkeP3IfyxlxF0SU"
+        "1kk8nVw0YL4xIB5p/tqg7ui5mX9cfCmZ/a/lkyU81lSvTfrXFCegrrP+6SMvivIhH57kkcWxC+y1Vjv8"
+        "Hm+TQn7LyP4pVeXNjkbcjtS3wnZNKlpNdncG+F2GkAJK1r2jQBvpyMvMyTX2zR9hImrhUziuGjQATTO6"
+        "DSRqwEyBsbryPjv57vX3nytJNK+H9VILablLDZguhbtVtnKocmN6zXRm/LYODo/xhGOw5LK6KXA0dPBk"
+        "rGj3APWwKz3GZvRb3qosyu3NK1FX) no-repeat;}"
         ".topbar{height:32px;background:#1f2d3d;color:#c0c4cc;font-size:12px;}"
         ".topbar a:hover{color:#fff;text-decoration:underline;}"
         ".main-col{float:left;width:760px;padding-right:40px;}.side-col{float:right;width:300px;}"
