@@ -52,6 +52,24 @@ def test_a_copy_cut_short_has_no_story_of_its_own_and_does_not() -> None:
     assert not stories_differ(TEMPLATE | {1}, original, TEMPLATE, 0.5)
 
 
+def test_on_a_dense_sample_a_page_sharing_nothing_but_its_template_differs() -> None:
+    # A longer page of the site beside one whose story is a line (one key of its own): that
+    # reads as a copy cut short, unless the two share nothing but the template, which only a
+    # dense sample can tell.
+    ours, theirs = TEMPLATE | {1, 2, 3, 4, 5}, TEMPLATE | {9}
+    assert stories_differ(ours, theirs, TEMPLATE, 0.5, 2, dense=True)
+    assert not stories_differ(ours, theirs, TEMPLATE, 0.5, 2)
+
+
+def test_on_a_dense_sample_a_copy_cut_short_still_does_not() -> None:
+    original = TEMPLATE | {1, 2, 3, 4, 5, 6}
+    assert not stories_differ(TEMPLATE | {1}, original, TEMPLATE, 0.5, 2, dense=True)
+    # A page of nothing but the template is no copy of a story under it; two such pages are
+    # two posts of one notice.
+    assert stories_differ(set(TEMPLATE), original, TEMPLATE, 0.5, 2, dense=True)
+    assert not stories_differ(set(TEMPLATE), set(TEMPLATE), TEMPLATE, 0.5, 2, dense=True)
+
+
 def test_two_posts_of_one_notice_are_boilerplate_through_and_through_and_do_not() -> None:
     assert not stories_differ(set(TEMPLATE), set(TEMPLATE), TEMPLATE, 0.5)
 
