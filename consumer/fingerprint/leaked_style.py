@@ -62,7 +62,8 @@ _RULES = re.compile(
     re.IGNORECASE | re.ASCII,
 )
 # A brace opening a declaration: what every style rule has, and what prose almost never has.
-_OPENS_DECLARATION = re.compile(rf"\{{[ \t\r\n]*+{_PROPERTY}[ \t]*+:", re.IGNORECASE | re.ASCII)
+# (A comment may come first: `{ /* theme colours */ --primary: #16baaa;`.)
+_OPENS_DECLARATION = re.compile(rf"\{{{_GAP}{_PROPERTY}[ \t]*+:", re.IGNORECASE | re.ASCII)
 # An image inlined as a data URI: its base64 may hold ";", which ends a declaration, and runs
 # to kilobytes. Emptied before rules are looked for, wherever it is: it is no prose either.
 _DATA_URI = re.compile(

@@ -59,6 +59,8 @@ def test_style_rules_go(text: str, expected: str) -> None:
         '@charset "utf-8";@import url(//s.portal.example/a.css);.a{color:red}',
         ".icon svg path{fill:#333}iframe{border:0}",
         ".a{\r\n  color: red;\r\n}\r\n.b{margin:0}",
+        # Its only block opening with a comment: the scan once never started.
+        ":root,\n.light {\n  /* 主题色 */\n  --color-primary: #16baaa;\n}\n",
     ],
 )
 def test_every_part_of_a_portal_sheet_goes(sheet: str) -> None:
