@@ -97,14 +97,16 @@ STORIES_KEY = 0xFFFFFFFF
 # compared with a longer page is sampled at that page's bound, a 16th, which leaves it about
 # six, and a copy cut short still has none.
 MIN_OWN_DENSE_KEYS = 2
-# NOTHING_BUT_TEMPLATE_SHARED. A page whose story is a line or two, or a formula the window
-# has seen dozens of times, has no story of its own beside a longer page of its site: it
-# reads like that page cut short, which is a copy. It is not one when the two share nothing
-# but their template: on a dense sample (a 16th of the shingles or more), a story of 50
-# characters or more that both tell leaves a key in common but once in twenty times, while
-# one side's story leaves at least `MIN_OWN_KEYS` the other lacks. 1,000 of 3,000 cctv
-# items under a 650-character footer made 137 such flags; with a 400-character blob of
-# base64 above them too (what a scraper leaves of an inlined image), 446.
+# Two pages that share nothing but their template, on a dense sample, are two stories when
+# one of them tells at least this many sampled shingles of a story the other lacks, even if
+# the other (a line or two, or a formula the window has seen many times) has no story of its
+# own and reads as that page cut short. A copy cut short shares what is left of its story:
+# if that is half of what the longer side tells or more (a story Jaccard of 0.5), about as
+# many of its shingles are sampled, and at a sixteenth or more all of them are missed about
+# once in 400 (e^-6). A shorter cut is missed more often, but by its story it is no
+# near-duplicate of the whole. 1,000 of 3,000 cctv items under a 650-character footer made 137
+# flags without this rule; with a 400-character blob of base64 above them too, 446.
+NOTHING_BUT_TEMPLATE_OWN_KEYS = 6
 # A key above `COUNTED_BELOW` is counted only by the stories whose sample reaches it, shorter
 # pages the denser it is: on the templated cctv feed a 200-character template carried by 740
 # stories counts 295 between 2^29 and 2^30, 29 above 2^30, and two briefs under it took it for
@@ -278,13 +280,13 @@ def stories_differ(
     two different stories: they share boilerplate, each has a story of its own (at least
     `min_own` keys the other lacks), and their stories' keys have a Jaccard below `need`.
     On a dense sample (`dense`), also when they share nothing but boilerplate and one of them
-    tells a story (`MIN_OWN_KEYS`) the other lacks (`NOTHING_BUT_TEMPLATE_SHARED`)."""
+    tells a story the other lacks (`NOTHING_BUT_TEMPLATE_OWN_KEYS`)."""
     both = ours & theirs
     if not both & boiler:
         return False
     own = len(ours - theirs - boiler), len(theirs - ours - boiler)
     shared_story = len(both - boiler)
-    if dense and not shared_story and max(own) >= MIN_OWN_KEYS:
+    if dense and not shared_story and max(own) >= NOTHING_BUT_TEMPLATE_OWN_KEYS:
         return True
     if min(own) < min_own:
         return False

@@ -80,6 +80,15 @@ def test_every_part_of_a_portal_sheet_goes(sheet: str) -> None:
         "Growth was 5% in March {note: revised} and 62.5% of it {came: from exports}.",
         "A list [1] {see: below} and a time 12:30 {local: yes}.",
         "Comments /* like this */ {stay: put} in prose.",
+        # Found in review: an animation's "from", "to" and percentages, a pseudo-class or an
+        # attribute test standing alone, each once taken for a selector.
+        "The update changed the default from {enabled: true} to {enabled: false}, it said.",
+        "The set of solutions maps to {x: x > 0} under the new rule.",
+        "支持率為62.5% {source: 港大民研}，較上月上升。",
+        "Growth was 5% {revised: from 4%} in March.",
+        "[Editor's note] {update: see below}",
+        "記者:Tom {photo: AP}",
+        "He wrote :D {hug: you}",
     ],
 )
 def test_prose_with_braces_stays(prose: str) -> None:
@@ -200,9 +209,20 @@ def test_a_chinese_article_behind_a_style_block_normalizes_as_without_it() -> No
         "{color:red} " + "1%" * 30_000,
         "{color:red} " + "url(data:" * 10_000,
         "{color:red} " + "@import " * 10_000,
+        # Found in review: each start of a run of comments read it to its end.
+        "p{color:red}x" + "/**/" * 25_000,
+        "{a:b}x" + "/* */" * 20_000,
+        "{a:b}x" + "/*x*/\n" * 16_000,
     ],
 )
 def test_hostile_text_is_linear(hostile: str) -> None:
     start = time.process_time()
     strip_leaked_style(hostile)
     assert time.process_time() - start < 2.0
+
+
+def test_a_data_uri_cut_short_never_takes_the_story_after_it() -> None:
+    # Found in review: the URI's characters once ran on over the story to its first ")".
+    story = "政府公布紓困措施，措施包括：1) 減稅 2) 派錢。" * 20
+    text = ".logo{color:red} background:url(data:image/png;base64,iVBORw0KGgo" + story
+    assert strip_leaked_style(text).endswith(story)
