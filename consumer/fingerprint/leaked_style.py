@@ -84,7 +84,7 @@ _DATA_URI = re.compile(
     r"url\([ \t]*+['\"]?+data:[!#-&*-~]{0,200000}+['\"]?+[ \t]*+\)", re.IGNORECASE | re.ASCII
 )
 # What is left of `@media (…) { rules }` once its rules are gone.
-_EMPTY_AT_RULE = re.compile(r"@[a-z-]++[^{};]{0,200}+\{[ \t\n]*+\}", re.IGNORECASE | re.ASCII)
+_EMPTY_AT_RULE = re.compile(r"@[a-z-]++[^{};]{0,200}+\{[ \t\r\n]*+\}", re.IGNORECASE | re.ASCII)
 
 
 # Where a run of rules can start: a selector's first character (".", "#", "@", "*", "[",
