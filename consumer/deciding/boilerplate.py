@@ -353,6 +353,11 @@ class ArticleBoilerplate:
         if min(self._own[1], candidate[1]) <= COUNTED_BELOW:
             return False
         templates = window_templates(ours, theirs, union, frequencies, stories, self._min_articles)
+        known = union[frequencies >= template_bar(stories, self._min_articles)].tolist()
+        limit = unjudged_from(ours & theirs, union, frequencies, known, self._min_articles)
+        if limit is not None:
+            ours = {key for key in ours if key < limit}
+            theirs = {key for key in theirs if key < limit}
         return stories_differ(ours, theirs, templates, need, MIN_OWN_DENSE_KEYS, dense=True)
 
     def tells_its_own_story(self, match_shingles: bytes) -> bool:
@@ -495,11 +500,39 @@ def undercounted_template(
     a template known in the ranges more of them count (`KNOWN_TEMPLATE_KEYS`). `union` is both
     samples' keys, `frequencies` their counts, `templates` those carried by a template's count
     of stories."""
+    return _dense_ranges(shared, union, frequencies, templates, min_articles)[0]
+
+
+def unjudged_from(
+    shared: set[int],
+    union: np.ndarray,
+    frequencies: np.ndarray,
+    templates: list[int],
+    min_articles: int,
+) -> int | None:
+    """Where the ranges begin in which two dense samples' keys cannot be judged, if they do
+    (arguments as `undercounted_template`'s): a template is known in the ranges more pages
+    count, and in a denser one the keys the pair shares are carried by a median of fewer than
+    `[match] boilerplate_min_articles` stories. So few pages of the window reach that range (a
+    page of one line under the template, the candidate itself) that its template keys are
+    counted as seldom as a story's, and the pair must be judged below it. 300 unrelated cctv
+    items under a 400-character blob of base64 flagged 19 when such keys counted as story."""
+    return _dense_ranges(shared, union, frequencies, templates, min_articles)[1]
+
+
+def _dense_ranges(
+    shared: set[int],
+    union: np.ndarray,
+    frequencies: np.ndarray,
+    templates: list[int],
+    min_articles: int,
+) -> tuple[list[int], int | None]:
+    """`undercounted_template` and `unjudged_from`, from one walk through the ranges."""
     # Asked of every pair of dense samples sharing boilerplate: a few dozen keys, on which
     # Python's sets beat NumPy's routines, and most pairs share no template at all.
     known_keys = shared.intersection(templates)
     if len(known_keys) < KNOWN_TEMPLATE_KEYS:
-        return []
+        return [], None
     count = dict(zip(union.tolist(), frequencies.tolist(), strict=True))
     by_range: dict[int, list[int]] = defaultdict(list)
     for key in shared:
@@ -516,9 +549,11 @@ def undercounted_template(
             seen += len(keys)
             continue
         counts = [count[key] for key in keys]
+        if median(counts) < min_articles:
+            return sorted(found), _RANGE_BOUNDS[r - 1]
         bar = max(min_articles, median(counts) / 2)
         found += [key for key, n in zip(keys, counts, strict=True) if n >= bar]
-    return sorted(found)
+    return sorted(found), None
 
 
 def template_bar(stories: int, min_articles: int) -> float:

@@ -8,7 +8,7 @@ from random import Random
 
 import pytest
 from checking import corpus, run_check, text_of
-from page_templates import ENGLISH_FOOTER, LEAKED_CSS, LEAKED_SCRIPT, PORTAL_FOOTER
+from page_templates import BASE64_BLOB, ENGLISH_FOOTER, LEAKED_CSS, LEAKED_SCRIPT, PORTAL_FOOTER
 
 from consumer.evaluation import truth
 from consumer.evaluation.edits import EditKind, Script, Text, apply_edit
@@ -92,20 +92,51 @@ def latin_share(text: str) -> float:
     return sum(c.isascii() for c in letters) / max(1, len(letters))
 
 
-def test_300_unrelated_news_items_of_every_length_under_a_footer_flag_none(tmp_path: Path) -> None:
-    # A broadcaster's items, from a line to a page: beside a longer page of the site, an item
-    # of a line, or a formula the window has seen many times, has no story of its own and
-    # read as that page cut short. They share nothing but the footer. 12 were flagged.
+def unrelated_items(n: int) -> list[dict]:
+    """`n` of a broadcaster's items, from a line to a page, no two of which share a fifth of
+    their shingles."""
     chosen: list[tuple[dict, set[str]]] = []
     for article in corpus("zh_cctv_xwlb_2022_2026", 12_000, min_chars=0):
         shingles = truth.shingles(text_of(article))
         if all(len(shingles & s) < 0.2 * len(shingles | s) for _, s in chosen):
             chosen.append((article, shingles))
-            if len(chosen) == 300:
-                break
-    assert len(chosen) == 300
-    decisions = run_check(tmp_path, [with_footer(a) for a, _ in chosen])
+            if len(chosen) == n:
+                return [a for a, _ in chosen]
+    raise AssertionError(f"fewer than {n} unrelated items")
+
+
+def test_300_unrelated_news_items_of_every_length_under_a_footer_flag_none(tmp_path: Path) -> None:
+    # Beside a longer page of the site, an item of a line, or a formula the window has seen
+    # many times, has no story of its own and read as that page cut short. They share nothing
+    # but the footer. 12 were flagged.
+    decisions = run_check(tmp_path, [with_footer(a) for a in unrelated_items(300)])
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def test_300_unrelated_news_items_under_a_blob_of_base64_flag_none(tmp_path: Path) -> None:
+    # A short item's dense sample reaches ranges that only the shortest pages count, the
+    # candidate among them: there the blob's keys were carried by one story or two, as a
+    # story's are, and were taken for a story both items tell. 19 were flagged.
+    feed = [{**a, "content": a["content"] + "\n" + BASE64_BLOB} for a in unrelated_items(300)]
+    decisions = run_check(tmp_path, feed)
+    assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
+
+
+def test_300_unrelated_news_items_under_base64_and_an_english_footer_flag_none_once_known(
+    tmp_path: Path,
+) -> None:
+    # 400 characters of base64 beside 600 of English furniture outweighed the letters of a
+    # short Chinese item three to one and turned it to word shingles: the blob's few "words"
+    # and the footer's were most of its shingles, where the dense view of the template does
+    # not look, and 141 were flagged. Base64's letters are no words: by characters, none is
+    # once the window has counted the template (before, the first pages may be, as two pages
+    # under 1,000 characters of it share more than half of their texts).
+    feed = [
+        {**a, "content": a["content"] + "\n" + BASE64_BLOB + "\n" + ENGLISH_FOOTER}
+        for a in unrelated_items(300)
+    ]
+    decisions = run_check(tmp_path, feed)
+    assert [d["id"] for d in decisions[10:] if d["decision"] != "unique"] == []
 
 
 def test_a_footer_longer_than_every_story_is_learned_from_the_pages_it_makes_copies(

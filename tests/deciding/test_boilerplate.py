@@ -25,6 +25,7 @@ from consumer.deciding.boilerplate import (
     tells_its_own_story,
     template_bar,
     undercounted_template,
+    unjudged_from,
     window_templates,
 )
 from consumer.fingerprint.shingles import (
@@ -213,6 +214,22 @@ def test_without_a_template_known_below_the_dense_counts_stand() -> None:
     # two share there: a series of items, not a page template.
     assert not len(undercounted_template(*_dense_pair(4, 0, DENSE), min_articles=3))
     assert not len(undercounted_template(*_dense_pair(6, 7, DENSE), min_articles=3))
+
+
+def test_a_range_where_a_known_templates_keys_count_as_seldom_as_a_storys_is_not_judged() -> None:
+    # The template is known below; from 2^30 on, the shared keys are carried by one story or
+    # two (the shortest pages alone reach there): they could be template or story alike.
+    seldom = {(1 << 30) + i: 1 for i in range(10)} | {(1 << 30) + 100: 2}
+    assert unjudged_from(*_dense_pair(6, 1, seldom), min_articles=3) == 1 << 30
+    # Ranges below are judged: there the template's count is known.
+    below = {(1 << 29) + i: 40 for i in range(4)} | seldom
+    assert unjudged_from(*_dense_pair(6, 1, below), min_articles=3) == 1 << 30
+    assert undercounted_template(*_dense_pair(6, 1, below), min_articles=3) == [
+        (1 << 29) + i for i in range(4)
+    ]
+    # Counted by enough stories, or without a template known below, every range is judged.
+    assert unjudged_from(*_dense_pair(6, 1, DENSE), min_articles=3) is None
+    assert unjudged_from(*_dense_pair(4, 0, seldom), min_articles=3) is None
 
 
 def test_the_dense_bar_is_thirty_stories_or_a_twentieth_of_a_window_of_few() -> None:

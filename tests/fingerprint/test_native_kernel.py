@@ -212,6 +212,17 @@ def test_native_sketch_equals_python_on_any_text(text: str) -> None:
     assert load_kernel(None).sketch(text) == sketch(text)
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    # Runs of Latin letters of either case (a title-case letter, a feminine ordinal, a
+    # combining accent among them), digits, base64's signs and Chinese: whether a run reads
+    # as a word, which decides the shingling of the text.
+    text=st.text(st.sampled_from("aAzZéÉßǅª\u03010189+/ -中文，\n"), max_size=300)
+)
+def test_native_sketch_equals_python_on_runs_of_latin_letters_and_digits(text: str) -> None:
+    assert load_kernel(None).sketch(text) == sketch(text)
+
+
 def test_native_bands_and_shingles_equal_python_on_real_text(
     real_text: list[tuple[str, str]],
 ) -> None:

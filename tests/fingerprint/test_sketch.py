@@ -23,6 +23,7 @@ from consumer.fingerprint.normalize import Normalizer
 from consumer.fingerprint.sketch import (
     _DROPPED,
     _KEPT,
+    _LATIN_CAPITAL,
     _LATIN_LETTER,
     _LETTER,
     _WORD_CHAR,
@@ -32,6 +33,8 @@ from consumer.fingerprint.sketch import (
     SENTENCE_CHARS,
     SKETCH_BYTES,
     _classes,
+    _code_points,
+    _latin_in_words,
     equal_minima,
     estimate,
     letters_key,
@@ -243,6 +246,33 @@ def test_a_mixed_script_text_and_its_copy_across_the_latin_line_compare_by_chara
     assert mixed_char_shingles(original + " plus" * (words - 1)) is not None
 
 
+def latin_in_words(text: str) -> int:
+    points = _code_points(text)
+    return _latin_in_words(points, _classes()[points])
+
+
+def test_latin_letters_count_as_words_only_in_runs_written_as_words() -> None:
+    assert latin_in_words("the Court ruled; NATO and Élysée agreed") == 32
+    # Digits, mixed case and runs longer than a word are no words of prose.
+    assert latin_in_words("COVID19 iPhone 5G a3f9bc0e aVeryLongIdentifierOfCode") == 0
+    assert latin_in_words("x" * 24 + " " + "y" * 25) == 24
+    assert latin_in_words("李克强会见Smith，iPhone发布") == 5
+
+
+def test_a_blob_of_base64_does_not_turn_a_chinese_story_to_word_shingles() -> None:
+    rng = random.Random(7)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    blob = "".join(rng.choice(alphabet) for _ in range(400))
+    assert latin_in_words(blob) < 20
+    story = "國務院總理今日會見來訪的外國代表團，雙方就經貿合作交換意見。"
+    for text in (normalized("", story + "\n" + blob), normalized("", blob + story * 3)):
+        assert not shingled_by_words(sketch(text))
+        assert load_kernel(None).sketch(text) == sketch(text)
+    # English prose stays shingled by words, with its numbers and brand names.
+    english = "Apple said the iPhone 15 sold 20 million units in China, up 12% on the year. "
+    assert shingled_by_words(sketch(normalized("", english * 3)))
+
+
 def test_a_page_is_shingled_by_words_from_three_quarters_latin_a_sentence_from_half() -> None:
     # About 60 % of the letters Latin: a sentence by words, a page of the same mix (a Chinese
     # story under an English footer) by characters; at 80 % both by words.
@@ -280,9 +310,12 @@ def test_any_text_gives_a_sketch(text: str) -> None:
 
 def category_class(cp: int) -> int:
     """The sketch's class of a code point, straight from its Unicode category."""
-    kind = unicodedata.category(chr(cp))[0]
+    category = unicodedata.category(chr(cp))
+    kind = category[0]
+    if kind == "L" and cp < 0x250:
+        return _LATIN_CAPITAL if category in ("Lu", "Lt") else _LATIN_LETTER
     if kind == "L":
-        return _LATIN_LETTER if cp < 0x250 else _LETTER
+        return _LETTER
     return _KEPT if kind in "MN" else _DROPPED
 
 

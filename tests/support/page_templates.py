@@ -63,3 +63,17 @@ ENGLISH_FOOTER = (
     "Portal Media Group Limited. All rights reserved. No part of this site may be reproduced "
     "without written permission. Reporting by our correspondents; editing by the news desk."
 )
+
+
+def _base64_blob(chars: int, seed: int) -> str:
+    """`chars` characters of base64, as an image or a widget's state is encoded in a page and
+    left as text where a scraper dropped the attribute that held it."""
+    import random
+
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(chars)) + "=="
+
+
+# A 400-character blob of base64 that a site's pages carry above their footer.
+BASE64_BLOB = _base64_blob(400, seed=31)

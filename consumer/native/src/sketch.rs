@@ -15,6 +15,8 @@ const WORD_SHINGLE: usize = 3;
 /// Shorter than this (characters), a text is shingled by words from half its letters Latin on
 /// (`SENTENCE_CHARS` in sketch.py).
 const SENTENCE_CHARS: usize = 200;
+/// Longer than a word of a news story (`LONGEST_WORD` in sketch.py).
+const LONGEST_WORD: usize = 24;
 /// The top 7 bits of a shingle's hash choose one of 128 bins.
 const BIN_SHIFT: u32 = 64 - 7;
 const P1: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -24,6 +26,41 @@ const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 const DROPPED: u8 = 0;
 const LETTER: u8 = 2;
 const LATIN_LETTER: u8 = 3;
+const LATIN_CAPITAL: u8 = 4;
+
+/// A run of Latin letters and ASCII digits, read as `_latin_in_words` in sketch.py does.
+#[derive(Default)]
+struct LatinRun {
+    chars: usize,
+    capitals: usize,
+    digits: bool,
+    capital_first: bool,
+}
+
+impl LatinRun {
+    fn add(&mut self, class: u8, c: char) {
+        let capital = class == LATIN_CAPITAL;
+        if self.chars == 0 {
+            self.capital_first = capital;
+        }
+        self.chars += 1;
+        self.capitals += usize::from(capital);
+        self.digits |= c.is_ascii_digit();
+    }
+
+    /// The letters of the run if it reads as a word, else 0; the run starts again.
+    fn end(&mut self) -> usize {
+        let run = std::mem::take(self);
+        let cased = run.capitals == 0
+            || run.capitals == run.chars
+            || (run.capitals == 1 && run.capital_first);
+        if !run.digits && run.chars <= LONGEST_WORD && cased {
+            run.chars
+        } else {
+            0
+        }
+    }
+}
 
 /// What `Sketcher::sketched` computes of one text.
 pub struct Sketched {
@@ -70,23 +107,35 @@ impl Sketcher {
         // One pass counts the letters and keeps the characters of character shingles; words
         // are looked for only in the texts shingled by words (mostly Latin script).
         let mut items = Vec::with_capacity(text.len());
-        let (mut letters, mut latin, mut chars) = (0usize, 0usize, 0usize);
+        let (mut letters, mut latin, mut in_words, mut chars) = (0usize, 0usize, 0usize, 0usize);
+        let mut run = LatinRun::default();
         for c in text.chars() {
             chars += 1;
             let class = self.class(c);
-            letters += usize::from(class == LETTER || class == LATIN_LETTER);
-            latin += usize::from(class == LATIN_LETTER);
+            let latin_letter = class == LATIN_LETTER || class == LATIN_CAPITAL;
+            letters += usize::from(latin_letter || class == LETTER);
+            latin += usize::from(latin_letter);
+            if latin_letter || c.is_ascii_digit() {
+                run.add(class, c);
+            } else if run.chars > 0 {
+                in_words += run.end();
+            }
             if class != DROPPED {
                 items.push(u64::from(c));
             }
         }
+        in_words += run.end();
         let mut out = [0u8; SKETCH_BYTES];
-        // By words when at least three quarters of the letters are Latin, half in a text of
-        // fewer than SENTENCE_CHARS characters (`_by_words`).
+        // By words when at least three quarters of the letters are Latin letters of words
+        // (all Latin letters are, in a text of no other script), half in a text of fewer than
+        // SENTENCE_CHARS characters (`_by_words`).
+        if latin == letters {
+            in_words = latin;
+        }
         let by_words = if chars < SENTENCE_CHARS {
-            2 * latin >= letters
+            2 * in_words >= letters
         } else {
-            4 * latin >= 3 * letters
+            4 * in_words >= 3 * letters
         };
         let (size, p) = if letters > 0 && by_words {
             out[0] = b'W';
