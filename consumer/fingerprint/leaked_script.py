@@ -9,13 +9,13 @@ site, so it makes unrelated stories look alike, and it is plainly not prose.
 
 What counts as code is kept narrow, so that prose is never taken for it. Code is looked for in
 runs of ASCII text (`_RUN`): in Chinese text that isolates it from the story around it, and in
-Latin-script text a run is a line. Within a run, a span from the first mark of script
-(`_MARK`: a `function (…) {`, a `var x =`, a `document.` or `window.` member in use, an arrow,
-a jQuery call, a JSON-LD context) to its last `;`, `}` or `)` before prose resumes (`_PROSE`:
-six plain words in a row) is code when it is at least
-`MIN_CODE_CHARS` long, holds a `;` or a `{`, and at least `MIN_SYMBOL_SHARE` of its characters
-are the brackets, semicolons and operators code is full of and prose uses sparingly (an
-English news paragraph: about 1 %; an analytics snippet: about 20 %). Only text with a mark is
+Latin-script text a run is a line, or the lines of a snippet laid out a statement a line.
+Within a run, a span from the first mark of script (`_MARK`: a `function (…) {`, a `var x =`,
+a `document.` or `window.` member in use, an arrow, a jQuery call, a JSON-LD context) to its
+last `;`, `}` or `)` before prose resumes (`_PROSE`: six plain words in a row) is code when it
+is at least `MIN_CODE_CHARS` long, holds a `;` or a `{`, and at least `MIN_SYMBOL_SHARE` of its
+characters are the brackets, semicolons and operators code is full of and prose uses sparingly
+(an English news paragraph: about 1 %; an analytics snippet: about 20 %). Only text with a mark is
 scanned at all.
 """
 
@@ -56,8 +56,11 @@ _MARK = re.compile(
 # one space apart. Code has that only inside a string or a comment, where it ends the span
 # too: less is dropped, never prose.
 _PROSE = re.compile(r"(?:['(]?+[A-Za-z][A-Za-z']{1,30}+[,.;:!?')]{0,3}+ ){6}", re.ASCII)
-# A run of printable ASCII on one line, long enough to hold code worth dropping.
-_RUN = re.compile(rf"[\x20-\x7e\t]{{{MIN_CODE_CHARS},}}+")
+# A run of printable ASCII, long enough to hold code worth dropping: on one line, or on several
+# where each line but the last ends as a statement or a block does, or in the middle of a
+# call or a list (`;`, `{`, `}`, `(`, `,`): a snippet as a page's source lays it out, a
+# statement a line, each line too short to be code on its own. Prose rarely ends a line so.
+_RUN = re.compile(rf"(?:[;{{}}(,][\t ]*+\r?\n|[\x20-\x7e\t]){{{MIN_CODE_CHARS},}}+")
 # What may precede a snippet's first mark: brackets, negation, and the keywords a statement
 # opens with, right before it.
 _OPENING_CHARS = frozenset("({[!;\"' ")

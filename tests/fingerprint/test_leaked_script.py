@@ -56,6 +56,39 @@ def test_script_code_on_its_own_line_goes_from_english_text(code: str) -> None:
     ]
 
 
+# The analytics loader of a great many Chinese portals, as their pages' source lays it out: a
+# statement a line, no line of it long enough to be code on its own.
+LAID_OUT = """var _hmt = _hmt || [];
+(function() {
+  var hm = document.createElement("script");
+  hm.src = "https://hm.stats.example/hm.js?8a7d2c4e5f6b1a3d9e0c7b2a4f6d8e1c";
+  var s = document.getElementsByTagName("script")[0];\t
+  s.parentNode.insertBefore(hm, s);
+})();"""
+
+
+def test_a_snippet_laid_out_a_statement_a_line_goes() -> None:
+    assert strip_leaked_script(LAID_OUT + "\n" + STORY).strip() == STORY
+    assert strip_leaked_script(STORY + "\n" + LAID_OUT + "\n" + STORY).split() == [STORY, STORY]
+    crlf = LAID_OUT.replace("\n", "\r\n")
+    assert strip_leaked_script(f"{STORY}\r\n{crlf}\r\n{STORY}").split() == [STORY, STORY]
+    before, after = "Oil prices rose on Monday.", "Traders expect more supply."
+    assert strip_leaked_script(f"{before}\n{LAID_OUT}\n{after}").split() == [
+        *before.split(),
+        *after.split(),
+    ]
+
+
+def test_lines_of_prose_that_end_in_a_comma_or_a_semicolon_stay() -> None:
+    prose = (
+        "The minister said the plan, which var = nothing in law,\n"
+        "would cost (in the first year) about $4 billion;\n"
+        "critics (three of them) said the window.It was a guess;\n"
+        "the vote is due on Friday."
+    )
+    assert strip_leaked_script(prose) == prose
+
+
 def test_a_snippet_before_the_prose_of_a_page_goes_and_the_prose_stays() -> None:
     # The page's paragraphs and the snippet in one run (block tags become spaces): the code
     # ends where six plain words in a row begin.
@@ -133,6 +166,8 @@ def test_no_real_article_loses_a_character(corpus: str) -> None:
         "if " * 40_000 + "window.x;",
         "=>" * 50_000 + ";",
         ("$(" + "x" * 50) * 2_000,
+        ";\n" * 50_000 + "function(",
+        ("var a = 1;" + " " * 30 + "\n") * 5_000,
     ],
 )
 def test_hostile_text_is_linear(hostile: str) -> None:
