@@ -114,9 +114,10 @@ def test_300_unrelated_news_items_of_every_length_under_a_footer_flag_none(tmp_p
 
 
 def test_300_unrelated_news_items_under_a_blob_of_base64_flag_none(tmp_path: Path) -> None:
-    # A short item's dense sample reaches ranges that only the shortest pages count, the
+    # Shingled by words, the blob's letters counted as Latin, 2 were flagged. By characters,
+    # a short item's dense sample reaches ranges that only the shortest pages count, the
     # candidate among them: there the blob's keys were carried by one story or two, as a
-    # story's are, and were taken for a story both items tell. 19 were flagged.
+    # story's are, and taken for a story both items tell: 19 were.
     feed = [{**a, "content": a["content"] + "\n" + BASE64_BLOB} for a in unrelated_items(300)]
     decisions = run_check(tmp_path, feed)
     assert [d["id"] for d in decisions if d["decision"] != "unique"] == []
