@@ -107,36 +107,30 @@ impl Sketcher {
         // One pass counts the letters and keeps the characters of character shingles; words
         // are looked for only in the texts shingled by words (mostly Latin script).
         let mut items = Vec::with_capacity(text.len());
-        let (mut letters, mut latin, mut in_words, mut chars) = (0usize, 0usize, 0usize, 0usize);
-        let mut run = LatinRun::default();
+        let (mut letters, mut latin, mut chars) = (0usize, 0usize, 0usize);
         for c in text.chars() {
             chars += 1;
             let class = self.class(c);
             let latin_letter = class == LATIN_LETTER || class == LATIN_CAPITAL;
             letters += usize::from(latin_letter || class == LETTER);
             latin += usize::from(latin_letter);
-            if latin_letter || c.is_ascii_digit() {
-                run.add(class, c);
-            } else if run.chars > 0 {
-                in_words += run.end();
-            }
             if class != DROPPED {
                 items.push(u64::from(c));
             }
         }
-        in_words += run.end();
         let mut out = [0u8; SKETCH_BYTES];
         // By words when at least three quarters of the letters are Latin letters of words
         // (all Latin letters are, in a text of no other script), half in a text of fewer than
-        // SENTENCE_CHARS characters (`_by_words`).
-        if latin == letters {
-            in_words = latin;
-        }
-        let by_words = if chars < SENTENCE_CHARS {
-            2 * in_words >= letters
-        } else {
-            4 * in_words >= 3 * letters
+        // SENTENCE_CHARS characters (`_by_words`). The letters of words are counted only where
+        // they matter: where all Latin letters would be enough.
+        let enough = |latin: usize| {
+            if chars < SENTENCE_CHARS {
+                2 * latin >= letters
+            } else {
+                4 * latin >= 3 * letters
+            }
         };
+        let by_words = enough(latin) && (latin == letters || enough(self.latin_in_words(text)));
         let (size, p) = if letters > 0 && by_words {
             out[0] = b'W';
             items.clear();
@@ -179,6 +173,21 @@ impl Sketcher {
             bands: Some(shingles::band_keys(&minima)),
             shingles: shingles::encode(out[0], &values),
         }
+    }
+
+    /// The Latin letters of a text that are in runs read as words (`_latin_in_words`).
+    fn latin_in_words(&self, text: &str) -> usize {
+        let mut in_words = 0;
+        let mut run = LatinRun::default();
+        for c in text.chars() {
+            let class = self.class(c);
+            if class == LATIN_LETTER || class == LATIN_CAPITAL || c.is_ascii_digit() {
+                run.add(class, c);
+            } else if run.chars > 0 {
+                in_words += run.end();
+            }
+        }
+        in_words + run.end()
     }
 
     /// The term hash (as `consumer.fingerprint.terms.hash_terms`) of every word, in order.
