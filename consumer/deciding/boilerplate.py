@@ -512,11 +512,13 @@ def unjudged_from(
 ) -> int | None:
     """Where the ranges begin in which two dense samples' keys cannot be judged, if they do
     (arguments as `undercounted_template`'s): a template is known in the ranges more pages
-    count, and in a denser one the keys the pair shares are carried by a median of fewer than
+    count, and in a denser one none of the keys the pair shares is carried by
     `[match] boilerplate_min_articles` stories. So few pages of the window reach that range (a
     page of one line under the template, the candidate itself) that its template keys are
     counted as seldom as a story's, and the pair must be judged below it. 300 unrelated cctv
-    items under a 400-character blob of base64 flagged 19 when such keys counted as story."""
+    items under a 400-character blob of base64 flagged 19 when such keys counted as story.
+    Where some key there reaches the bar, the range's counts tell template from story, and it
+    is judged: a copy whose shared story outnumbers its template in a range is still one."""
     return _dense_ranges(shared, union, frequencies, templates, min_articles)[1]
 
 
@@ -549,7 +551,7 @@ def _dense_ranges(
             seen += len(keys)
             continue
         counts = [count[key] for key in keys]
-        if median(counts) < min_articles:
+        if max(counts) < min_articles:
             return sorted(found), _RANGE_BOUNDS[r - 1]
         bar = max(min_articles, median(counts) / 2)
         found += [key for key, n in zip(keys, counts, strict=True) if n >= bar]

@@ -57,10 +57,11 @@ _MARK = re.compile(
 # too: less is dropped, never prose.
 _PROSE = re.compile(r"(?:['(]?+[A-Za-z][A-Za-z']{1,30}+[,.;:!?')]{0,3}+ ){6}", re.ASCII)
 # A run of printable ASCII, long enough to hold code worth dropping: on one line, or on several
-# where each line but the last ends as a statement or a block does, or in the middle of a
-# call or a list (`;`, `{`, `}`, `(`, `,`): a snippet as a page's source lays it out, a
-# statement a line, each line too short to be code on its own. Prose rarely ends a line so.
-_RUN = re.compile(rf"(?:[;{{}}(,][\t ]*+\r?\n|[\x20-\x7e\t]){{{MIN_CODE_CHARS},}}+")
+# where each line but the last ends as a statement or a block does (`;`, `{`, `}`): a snippet
+# as a page's source lays it out, a statement a line, each line too short to be code on its
+# own. Prose rarely ends a line so; a line that ends in a comma (a byline, a clause) ends the
+# run, so that what follows a snippet's lines is never taken into its span.
+_RUN = re.compile(rf"(?:[;{{}}][\t ]*+\r?\n|[\x20-\x7e\t]){{{MIN_CODE_CHARS},}}+")
 # What may precede a snippet's first mark: brackets, negation, and the keywords a statement
 # opens with, right before it.
 _OPENING_CHARS = frozenset("({[!;\"' ")

@@ -230,6 +230,10 @@ def test_a_range_where_a_known_templates_keys_count_as_seldom_as_a_storys_is_not
     # Counted by enough stories, or without a template known below, every range is judged.
     assert unjudged_from(*_dense_pair(6, 1, DENSE), min_articles=3) is None
     assert unjudged_from(*_dense_pair(4, 0, seldom), min_articles=3) is None
+    # A range where the template's keys reach the bar is judged, though a copy's shared story
+    # (counted once or twice) outnumbers them there: found in review.
+    story = {(1 << 27) + i: 60 for i in range(4)} | {(1 << 27) + 100 + i: 2 for i in range(6)}
+    assert unjudged_from(*_dense_pair(6, 1, story), min_articles=3) is None
 
 
 def test_the_dense_bar_is_thirty_stories_or_a_twentieth_of_a_window_of_few() -> None:

@@ -79,6 +79,27 @@ def test_a_snippet_laid_out_a_statement_a_line_goes() -> None:
     ]
 
 
+def test_a_byline_or_a_clause_between_two_laid_out_snippets_stays_and_both_go() -> None:
+    # Found in review: with a line ending in a comma taken into the run, the span of the first
+    # snippet ran over the line after it, and the second snippet was never looked for.
+    first = "(function(){var s=document.createElement('script');s.src='x.js';})();"
+    second = "window.dataLayer = window.dataLayer || [];dataLayer.push({'event':'pageview'});"
+    for between in ("By John Smith and Mary Lee,", "The minister said talks would resume,"):
+        page = f"{first}\n{between}\n{second}\nThe talks resume next week."
+        assert strip_leaked_script(page).split() == [
+            *between.split(),
+            *["The", "talks", "resume", "next", "week."],
+        ]
+
+
+def test_quoted_lines_that_end_in_a_semicolon_after_a_mark_in_prose_stay() -> None:
+    prose = (
+        "He stared out of the window.Then (after a pause) he spoke,\n"
+        '"I can\'t" (he said);\n"I won\'t" (she said);\nand the room fell silent for a while.'
+    )
+    assert strip_leaked_script(prose) == prose
+
+
 def test_lines_of_prose_that_end_in_a_comma_or_a_semicolon_stay() -> None:
     prose = (
         "The minister said the plan, which var = nothing in law,\n"
