@@ -512,13 +512,14 @@ def unjudged_from(
 ) -> int | None:
     """Where the ranges begin in which two dense samples' keys cannot be judged, if they do
     (arguments as `undercounted_template`'s): a template is known in the ranges more pages
-    count, and in a denser one none of the keys the pair shares is carried by
+    count, and in a denser one the keys the pair shares are carried by a median of fewer than
     `[match] boilerplate_min_articles` stories. So few pages of the window reach that range (a
     page of one line under the template, the candidate itself) that its template keys are
     counted as seldom as a story's, and the pair must be judged below it. 300 unrelated cctv
     items under a 400-character blob of base64 flagged 19 when such keys counted as story.
-    Where some key there reaches the bar, the range's counts tell template from story, and it
-    is judged: a copy whose shared story outnumbers its template in a range is still one."""
+    Where some key there is carried by a template's count, the range's counts tell template
+    from story, and it is judged: a copy whose shared story outnumbers its template in a range
+    is still one (found in review)."""
     return _dense_ranges(shared, union, frequencies, templates, min_articles)[1]
 
 
@@ -551,7 +552,7 @@ def _dense_ranges(
             seen += len(keys)
             continue
         counts = [count[key] for key in keys]
-        if max(counts) < min_articles:
+        if median(counts) < min_articles and not known_keys.intersection(keys):
             return sorted(found), _RANGE_BOUNDS[r - 1]
         bar = max(min_articles, median(counts) / 2)
         found += [key for key, n in zip(keys, counts, strict=True) if n >= bar]

@@ -9,7 +9,9 @@ measure the accuracy evaluation judges by — estimated from these sketches.
 A sketch is one byte naming the shingling (characters or words, and the sketch's format) and
 128 four-bit minima, two to a byte. Two articles shingled differently (an article right at the
 Latin/non-Latin boundary and its copy on the other side) are compared by characters when the
-word-shingled one is of mixed script, which then carries a second, character sketch; otherwise
+word-shingled one is of mixed script, which then carries a second, character sketch, or by
+words when the character-shingled one is a page of Latin words shingled so only for its
+letters of another script, which then carries a second, word sketch; otherwise
 they, like sketches of another format, have no comparable sketch, and `estimate` says so with
 None. A text shorter than `LETTERS_KEY_CHARS` also carries, after its sketch, a 16-byte key of
 its letters and digits: what a short text is matched by (consumer/deciding/rules.py). All of it is
@@ -48,6 +50,9 @@ CHAR_SHINGLE = 5
 # A text shorter than this (in characters, normalized) is a sentence or two: shingled by words
 # from half of its letters Latin on (`_by_words`). The default `[match] sentence_chars`.
 SENTENCE_CHARS = 200
+# A page (`SENTENCE_CHARS` or longer) with at least this many letters of scripts other than
+# Latin is shingled by characters, however much Latin it holds (`_by_words`).
+PAGE_OTHER_SCRIPT_LETTERS = 16
 WORD_SHINGLE = 3
 
 # Upper case: the second format (the first, "c" and "w", kept 64 one-byte minima).
@@ -196,11 +201,34 @@ def _latin_in_words(points: np.ndarray, classes: np.ndarray) -> int:
 
 def _by_words(letters: int, latin: int, in_words: int, chars: int) -> bool:
     """Whether a text of `chars` characters, with these `_letter_counts`, is shingled by words:
-    enough of its letters (`_latin_enough`) are Latin letters of words. Base64 or a hash
-    beside a short Chinese story is no Latin prose: counted as such, 400 characters of it and
-    an English footer made 141 of 300 unrelated cctv items under them copies
-    (tests/cli/test_check_templates.py)."""
+    enough of its letters (`_latin_enough`) are Latin letters of words, and, in a page, fewer
+    than `PAGE_OTHER_SCRIPT_LETTERS` are of other scripts.
+
+    Base64 or a hash beside a short Chinese story is no Latin prose: counted as such, 400
+    characters of it and an English footer made 141 of 300 unrelated cctv items under them
+    copies (tests/cli/test_check_templates.py). And a Chinese page is shingled by characters
+    however long the Latin text beside it: a template in English above a story of a line or
+    two outweighs it three to one, and by words the template's keys were counted only by the
+    few pages short enough to be shingled so, which were copies of each other before it was
+    known and so never made it known: 300 unrelated cctv items of every length under a
+    600-character English footer made 89 copies. An English page that quotes a name or two in
+    Chinese has far fewer; one under a Chinese site's template is shingled by characters, and
+    carries a word sketch beside (`_words_beside`) to compare with its copy without it."""
+    if chars >= SENTENCE_CHARS and letters - latin >= PAGE_OTHER_SCRIPT_LETTERS:
+        return False
     return _latin_enough(letters, in_words, chars)
+
+
+def _words_beside(letters: int, latin: int, in_words: int, chars: int) -> bool:
+    """Whether a page shingled by characters only for its letters of another script
+    (`PAGE_OTHER_SCRIPT_LETTERS`) would otherwise be shingled by words: it also carries a word
+    sketch, so that its copy without them (an English story, and the same story under a
+    Chinese site's template) compares with it."""
+    return (
+        chars >= SENTENCE_CHARS
+        and letters - latin >= PAGE_OTHER_SCRIPT_LETTERS
+        and _latin_enough(letters, in_words, chars)
+    )
 
 
 def _latin_enough(letters: int, latin: int, chars: int) -> bool:
@@ -290,12 +318,14 @@ def letters_key(normalized: str) -> bytes:
 
 def verification_data(article_sketch: bytes, normalized: str) -> bytes:
     """What the index keeps to verify a candidate against this text: its sketch; then, for a
-    text shorter than `LETTERS_KEY_CHARS`, its letters key; then, for a word-shingled text of
-    mixed script (`_mixed`), a second sketch, of its characters. Most texts need neither and
-    cost two cheap tests: hashing a long text's letters would cost ~15 % of its fingerprint
-    (29 µs a hkcnews article), and pure ASCII has no letter outside Latin."""
+    text shorter than `LETTERS_KEY_CHARS`, its letters key; then a second sketch: of its
+    characters for a word-shingled text of mixed script (`_mixed`), of its words for a page
+    shingled by characters only for its letters of another script (`_words_beside`). Pure
+    ASCII needs neither (no letter outside Latin) and costs two cheap tests; other texts a
+    count of their letters by script (~12 µs for a hkcnews article)."""
     short = len(normalized) < LETTERS_KEY_CHARS
-    maybe_mixed = shingled_by_words(article_sketch) and not normalized.isascii()
+    by_words = shingled_by_words(article_sketch)
+    maybe_mixed = not normalized.isascii() and (by_words or len(normalized) >= SENTENCE_CHARS)
     if not (short or maybe_mixed):
         return article_sketch
     points = _code_points(normalized)  # one pass over the text serves both
@@ -304,13 +334,18 @@ def verification_data(article_sketch: bytes, normalized: str) -> bytes:
     data = article_sketch
     if short:
         data += _letters_key_of(kept)
-    if maybe_mixed and _mixed(*_letter_counts(points, classes), len(normalized)):
-        data += _packed(_CHARS, _hashed_char_shingles(kept))
+    if maybe_mixed:
+        counts = _letter_counts(points, classes)
+        if by_words and _mixed(*counts, len(normalized)):
+            data += _packed(_CHARS, _hashed_char_shingles(kept))
+        elif not by_words and _words_beside(*counts, len(normalized)):
+            with np.errstate(over="ignore"):
+                data += _packed(_WORDS, _fmix64(_word_shingles(normalized)))
     return data
 
 
 def _parts(data: bytes) -> tuple[bytes, bytes | None, bytes | None]:
-    """Verification data's sketch, letters key and character sketch (each None when absent):
+    """Verification data's sketch, letters key and second sketch (each None when absent):
     the lengths the three can add up to (65, 81, 130 and 146 bytes) are all different."""
     main, rest = data[:SKETCH_BYTES], data[SKETCH_BYTES:]
     key = None
@@ -362,7 +397,7 @@ def shingled_by_words(sketch: bytes) -> bool:
 def estimate(a: bytes, b: bytes) -> float | None:
     """Estimated Jaccard similarity of the shingle sets behind two texts' verification data
     (0.0 to 1.0): of their sketches, or when those are of different shinglings, of the
-    character sketch of the one of mixed script and the other's sketch. None when nothing
+    second sketch of one (`verification_data`) and the other's sketch. None when nothing
     compares (different shinglings and no character sketch, another format, no sketch)."""
     # Nearly every candidate's sketch compares with the item's at once: deciding calls this
     # for each one, and splitting the verification data first would cost a third of the call.

@@ -142,6 +142,24 @@ def test_a_mixed_script_article_matches_its_copy_shingled_the_other_way(tmp_path
     assert (decision["decision"], decision["matched_id"]) == ("near_duplicate", "original")
 
 
+def test_an_english_story_and_its_repost_under_a_chinese_sites_template_are_copies(
+    tmp_path: Path,
+) -> None:
+    # The repost is shingled by characters for its template's Chinese letters, the story by
+    # words: the repost's second sketch, of its words, compares them.
+    story = next(a for a in corpus("en_reuters21578", 200, min_chars=1200))
+    header = (
+        "首页 | 要闻 | 时政 | 财经 | 社会 | 国际 | 英文频道 江畔日报客户端 "
+        "字号：大 中 小 分享到：微信 朋友圈 微博"
+    )
+    repost = {**story, "id": "repost", "content": header + "\n" + story["content"]}
+    decisions = {d["id"]: d for d in run_check(tmp_path, [story, repost])}
+    assert (decisions["repost"]["decision"], decisions["repost"]["matched_id"]) == (
+        "near_duplicate",
+        story["id"],
+    )
+
+
 def test_sentences_compared_across_shinglings_need_sentence_min_jaccard(tmp_path: Path) -> None:
     # One sentence quoting English (word-shingled, of mixed script), then one that keeps the
     # quote's first half and goes on in Chinese about something else (character-shingled):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import sys
@@ -30,6 +29,7 @@ from consumer.fingerprint.sketch import (
     LETTERS_KEY_BYTES,
     LETTERS_KEY_CHARS,
     MIXED_LATIN_SHARE,
+    PAGE_OTHER_SCRIPT_LETTERS,
     SENTENCE_CHARS,
     SKETCH_BYTES,
     _classes,
@@ -226,7 +226,8 @@ def test_a_mixed_script_text_and_its_copy_across_the_latin_line_compare_by_chara
     assert estimate(sketch(original), sketch(copy)) is None  # the sketches alone cannot
     original_data = verification_data(sketch(original), original)
     copy_data = verification_data(sketch(copy), copy)
-    assert len(original_data) == 2 * SKETCH_BYTES  # a long text: no letters key
+    # A sentence: its sketch, its letters key, its character sketch.
+    assert len(original_data) == 2 * SKETCH_BYTES + LETTERS_KEY_BYTES
     similarity = estimate(original_data, copy_data)
     assert similarity is not None
     assert similarity == estimate(copy_data, original_data)
@@ -234,16 +235,30 @@ def test_a_mixed_script_text_and_its_copy_across_the_latin_line_compare_by_chara
     # A text that is not of mixed script carries no second sketch: English (even with an
     # accented name), Chinese, and a word-shingled text at MIXED_LATIN_SHARE or more Latin.
     english = normalized("", "Café owners in the city centre welcomed the new parking rules " * 5)
-    chinese = normalized("", mixed_script.ORIGINAL.split("The")[0])
+    chinese = normalized("", mixed_script.REPORT.split("The")[0])
     assert mixed_char_shingles(english) is None and mixed_char_shingles(chinese) is None
-    latin = sum(c.isascii() and c.isalpha() for c in original)
-    other = sum(c.isalpha() for c in original) - latin
-    # Words of four Latin letters until Latin letters are MIXED_LATIN_SHARE of all.
-    words = math.ceil((MIXED_LATIN_SHARE * (latin + other) - latin) / (1 - MIXED_LATIN_SHARE) / 4)
-    mostly_latin = original + " plus" * words
-    assert shingled_by_words(sketch(mostly_latin))
-    assert mixed_char_shingles(mostly_latin) is None
-    assert mixed_char_shingles(original + " plus" * (words - 1)) is not None
+    # Words of four Latin letters beside five Chinese letters: 12 words reach MIXED_LATIN_SHARE.
+    assert 44 / 49 < MIXED_LATIN_SHARE <= 48 / 53
+    assert mixed_char_shingles("立法會今日" + " plus" * 12) is None
+    assert mixed_char_shingles("立法會今日" + " plus" * 11) is not None
+
+
+def test_a_chinese_page_quoting_a_long_english_passage_is_shingled_by_characters() -> None:
+    # Three quarters of its letters Latin, but 153 Chinese: a page with PAGE_OTHER_SCRIPT_LETTERS
+    # of another script is shingled by characters, and so is its copy with less of the English.
+    report = normalized("", mixed_script.REPORT)
+    copy = normalized("", mixed_script.REPORT_COPY)
+    letters = [c for c in report if c.isalpha()]
+    assert sum(c.isascii() for c in letters) >= 0.75 * len(letters)
+    assert not shingled_by_words(sketch(report)) and not shingled_by_words(sketch(copy))
+    similarity = estimate(sketch(report), sketch(copy))
+    assert similarity is not None
+    assert abs(similarity - truth.similarity(mixed_script.REPORT, mixed_script.REPORT_COPY)) < 0.1
+    # Fewer letters of another script: an English page that quotes a name or two.
+    quoting = normalized("", "Premier Li Qiang (李强) met the delegation on Monday. " * 5)
+    assert len(quoting) >= SENTENCE_CHARS and shingled_by_words(sketch(quoting))
+    assert load_kernel(None).sketch(quoting) == sketch(quoting)
+    assert load_kernel(None).sketch(report) == sketch(report)
 
 
 def latin_in_words(text: str) -> int:
@@ -275,14 +290,18 @@ def test_a_blob_of_base64_does_not_turn_a_chinese_story_to_word_shingles() -> No
 
 def test_a_page_is_shingled_by_words_from_three_quarters_latin_a_sentence_from_half() -> None:
     # About 60 % of the letters Latin: a sentence by words, a page of the same mix (a Chinese
-    # story under an English footer) by characters; at 80 % both by words.
+    # story under an English footer) by characters; at 80 % a page by words, unless it has
+    # PAGE_OTHER_SCRIPT_LETTERS of another script.
     chinese, english = "立法會今日三讀通過修訂條例草案", "the council passed the amended bill "
     sentence = normalized("", chinese + english)
     assert len(sentence) < SENTENCE_CHARS and shingled_by_words(sketch(sentence))
     page = normalized("", (chinese + english) * 8)
     assert len(page) >= SENTENCE_CHARS and not shingled_by_words(sketch(page))
-    mostly_latin = normalized("", (chinese + english * 3) * 4)
+    mostly_latin = normalized("", (chinese[:2] + english) * 6)
     assert len(mostly_latin) >= SENTENCE_CHARS and shingled_by_words(sketch(mostly_latin))
+    assert PAGE_OTHER_SCRIPT_LETTERS == 16
+    assert shingled_by_words(sketch(normalized("", chinese + english * 13)))
+    assert not shingled_by_words(sketch(normalized("", chinese + "立" + english * 13)))
     for text in (sentence, page, mostly_latin):
         latin = sum(c.isascii() and c.isalpha() for c in text)
         letters = sum(c.isalpha() for c in text)

@@ -1,8 +1,12 @@
-"""A Chinese report quoting a long English passage, and a copy that keeps less of the English.
+"""Chinese text quoting English, and copies that keep less of the English.
 
-Just over three quarters of the original's letters are Latin, so it is shingled by words; the
-copy, with 30 % of the passage cut, falls under three quarters and is shingled by characters.
-Both are compared by characters (tests/test_sketch.py, test_check.py).
+A sentence: just over half of the original's letters are Latin, so it is shingled by words; its
+copy, one English word shorter, falls under half and is shingled by characters. Both are
+compared by characters (tests/fingerprint/test_sketch.py, tests/cli/test_check.py).
+
+A page (a report quoting a long English passage): three quarters of its letters are Latin, but
+its Chinese letters make it one shingled by characters, as its copy with 30 % of the passage
+cut is.
 """
 
 from __future__ import annotations
@@ -24,5 +28,9 @@ _ENGLISH = (
     "eight percent, and that more land would be sold to build flats."
 )
 
-ORIGINAL = _CHINESE + _ENGLISH
-COPY = _CHINESE + _ENGLISH[: int(len(_ENGLISH) * 0.7)]
+_OPENING = "立法會財務委員會今日審議多項撥款申請，議員就醫療及房屋開支提出質詢，政府官員逐一回應。"
+ORIGINAL = _OPENING + " Members asked about new hospital wings and nurses."
+COPY = _OPENING + " Members asked about hospital wings and nurses."
+
+REPORT = _CHINESE + _ENGLISH
+REPORT_COPY = _CHINESE + _ENGLISH[: int(len(_ENGLISH) * 0.7)]

@@ -15,6 +15,9 @@ const WORD_SHINGLE: usize = 3;
 /// Shorter than this (characters), a text is shingled by words from half its letters Latin on
 /// (`SENTENCE_CHARS` in sketch.py).
 const SENTENCE_CHARS: usize = 200;
+/// A page with this many letters of other scripts than Latin is shingled by characters
+/// (`PAGE_OTHER_SCRIPT_LETTERS` in sketch.py).
+const PAGE_OTHER_SCRIPT_LETTERS: usize = 16;
 /// Longer than a word of a news story (`LONGEST_WORD` in sketch.py).
 const LONGEST_WORD: usize = 24;
 /// The top 7 bits of a shingle's hash choose one of 128 bins.
@@ -130,7 +133,11 @@ impl Sketcher {
                 4 * latin >= 3 * letters
             }
         };
-        let by_words = enough(latin) && (latin == letters || enough(self.latin_in_words(text)));
+        let page_of_other_script =
+            chars >= SENTENCE_CHARS && letters - latin >= PAGE_OTHER_SCRIPT_LETTERS;
+        let by_words = !page_of_other_script
+            && enough(latin)
+            && (latin == letters || enough(self.latin_in_words(text)));
         let (size, p) = if letters > 0 && by_words {
             out[0] = b'W';
             items.clear();
